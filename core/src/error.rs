@@ -1,0 +1,182 @@
+//! The errors of a submit and of a store.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+/// Why a submit was refused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
+pub enum SubmitError {
+    /// The job had no targets.
+    #[error("no targets")]
+    NoTargets,
+    /// The job had more targets than `Config::targets_per_job`.
+    #[error("too many targets ({got} > {max})")]
+    TooManyTargets {
+        /// The cap.
+        max: usize,
+        /// How many the job had.
+        got: usize,
+    },
+    /// The caller already has `Config::jobs_per_caller` live jobs.
+    #[error("caller busy")]
+    CallerBusy,
+    /// There are already `Config::jobs_total` live jobs.
+    #[error("jobs busy")]
+    Busy,
+    /// The store failed, or the runner is closed ([`StoreError::Closed`]).
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// What went wrong in a store. Each backend maps its own errors into these variants.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// A row the operation needs does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// Stored data could not be decoded, or the file is not a rota store.
+    #[error("corrupt data: {0}")]
+    Corrupt(String),
+    /// The store is owned by another process or handle.
+    #[error("in use by another owner: {0}")]
+    InUse(String),
+    /// The store was written by another schema version.
+    #[error("schema version mismatch: found {found}, expected {expected}")]
+    Version {
+        /// The version the store holds.
+        found: String,
+        /// The version this build reads.
+        expected: String,
+    },
+    /// The runner (or store) is closed.
+    #[error("runner closed")]
+    Closed,
+    /// The backend failed.
+    #[error("{context}: {source}")]
+    Backend {
+        /// What the store was doing.
+        context: String,
+        /// The backend's error.
+        #[source]
+        source: BackendError,
+    },
+}
+
+impl StoreError {
+    /// A backend error: `context` says what the store was doing.
+    pub fn backend(context: impl Into<String>, source: impl StdError + Send + Sync + 'static) -> Self {
+        StoreError::Backend {
+            context: context.into(),
+            source: BackendError::new(source),
+        }
+    }
+}
+
+/// A backend's own error, kept as the `source` of [`StoreError::Backend`].
+///
+/// Cloning shares the error. Two are equal when their messages are; it serializes as its message
+/// and deserializes into an error holding only the message.
+#[derive(Clone)]
+pub struct BackendError(Arc<dyn StdError + Send + Sync>);
+
+impl BackendError {
+    /// Wraps a backend's error.
+    pub fn new(e: impl StdError + Send + Sync + 'static) -> Self {
+        BackendError(Arc::new(e))
+    }
+
+    /// The wrapped error.
+    pub fn inner(&self) -> &(dyn StdError + Send + Sync + 'static) {
+        &*self.0
+    }
+}
+
+#[derive(Debug)]
+struct Message(String);
+
+impl fmt::Display for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl StdError for Message {}
+
+impl From<String> for BackendError {
+    fn from(s: String) -> Self {
+        BackendError::new(Message(s))
+    }
+}
+
+impl fmt::Debug for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&*self.0, f)
+    }
+}
+
+impl StdError for BackendError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.0.source()
+    }
+}
+
+impl PartialEq for BackendError {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+impl Serialize for BackendError {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for BackendError {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(BackendError::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn submit_errors_display_as_the_spec_says() {
+        assert_eq!(SubmitError::NoTargets.to_string(), "no targets");
+        assert_eq!(
+            SubmitError::TooManyTargets { max: 32, got: 33 }.to_string(),
+            "too many targets (33 > 32)"
+        );
+        assert_eq!(SubmitError::CallerBusy.to_string(), "caller busy");
+        assert_eq!(SubmitError::Busy.to_string(), "jobs busy");
+        let e = SubmitError::Store(StoreError::NotFound("job x".into()));
+        assert_eq!(e.to_string(), "store: not found: job x");
+    }
+
+    #[test]
+    fn backend_errors_keep_their_source_and_round_trip_as_text() {
+        let io = std::io::Error::other("disk full");
+        let e = StoreError::backend("writing target", io);
+        assert_eq!(e.to_string(), "writing target: disk full");
+        assert_eq!(
+            StdError::source(&e).map(|s| s.to_string()).as_deref(),
+            Some("disk full")
+        );
+        let json = serde_json::to_string(&e).unwrap();
+        let back: StoreError = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, e);
+        assert_eq!(back.clone(), e);
+    }
+}

@@ -1,0 +1,421 @@
+//! The [`BatchStore`] trait and the rows it stores.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::{CallerClass, Job, JobStatus, StoreError, TargetResult, TargetState, TargetStatus};
+
+/// A stored job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobRow {
+    /// 32 lowercase hex characters.
+    pub id: String,
+    /// The submitting caller's name.
+    pub caller: String,
+    /// The submitting caller's class.
+    pub class: CallerClass,
+    /// The submit's [`idem_key`](crate::idem_key).
+    pub idem_key: String,
+    /// Where the job is.
+    pub status: JobStatus,
+    /// Why the job failed as a whole, else empty.
+    pub error: String,
+    /// How many targets it has.
+    pub targets_total: usize,
+    /// How many of its targets are done or failed.
+    pub targets_done: usize,
+    /// When it was admitted, unix seconds.
+    pub created_at: i64,
+    /// Its last activity, unix seconds: the TTL counts from here.
+    pub lease: i64,
+    /// The bytes its target rows hold: see [`TargetRow::n_bytes`].
+    pub n_bytes: u64,
+}
+
+impl JobRow {
+    /// The caller-facing view of the row.
+    pub fn to_job(&self) -> Job {
+        Job {
+            id: self.id.clone(),
+            caller: self.caller.clone(),
+            status: self.status,
+            error: self.error.clone(),
+            targets_total: self.targets_total,
+            targets_done: self.targets_done,
+            created_at: self.created_at,
+        }
+    }
+}
+
+/// A stored target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetRow {
+    /// Its position in the job, from 0.
+    pub idx: usize,
+    /// What it fetches.
+    pub url: String,
+    /// The JSON of its [`Options`](crate::Options).
+    pub options: String,
+    /// Where it is.
+    pub status: TargetState,
+    /// The JSON of its [`TargetResult`], when done.
+    pub result: Option<String>,
+    /// Its error, when failed.
+    pub error: String,
+    /// Its hint, when failed.
+    pub hint: String,
+}
+
+impl TargetRow {
+    /// A new pending target.
+    pub fn pending(idx: usize, url: impl Into<String>, options: impl Into<String>) -> Self {
+        TargetRow {
+            idx,
+            url: url.into(),
+            options: options.into(),
+            status: TargetState::Pending,
+            result: None,
+            error: String::new(),
+            hint: String::new(),
+        }
+    }
+
+    /// The bytes this row holds, as counted in [`JobRow::n_bytes`]: the lengths of url,
+    /// options, result, error and hint.
+    pub fn n_bytes(&self) -> u64 {
+        let n = self.url.len()
+            + self.options.len()
+            + self.result.as_ref().map_or(0, String::len)
+            + self.error.len()
+            + self.hint.len();
+        n as u64
+    }
+
+    /// Applies a write: the row's status, result, error and hint become the write's.
+    pub fn apply(&mut self, write: &TargetWrite) {
+        let (status, result, error, hint) = match write {
+            TargetWrite::Running => (TargetState::Running, None, "", ""),
+            TargetWrite::Pending => (TargetState::Pending, None, "", ""),
+            TargetWrite::Done { result } => (TargetState::Done, Some(result.clone()), "", ""),
+            TargetWrite::Failed { error, hint } => {
+                (TargetState::Failed, None, error.as_str(), hint.as_str())
+            }
+        };
+        self.status = status;
+        self.result = result;
+        self.error = error.to_owned();
+        self.hint = hint.to_owned();
+    }
+
+    /// The caller-facing view: the result decoded from its JSON. A result that cannot be
+    /// decoded gives `result: None` and an error naming the corruption.
+    pub fn to_status(&self) -> TargetStatus {
+        let (result, error) = match self.result.as_deref() {
+            None => (None, self.error.clone()),
+            Some(json) => match serde_json::from_str::<TargetResult>(json) {
+                Ok(r) => (Some(r), self.error.clone()),
+                Err(e) => (None, format!("corrupt stored result: {e}")),
+            },
+        };
+        TargetStatus {
+            idx: self.idx,
+            url: self.url.clone(),
+            status: self.status,
+            result,
+            error,
+            hint: self.hint.clone(),
+        }
+    }
+}
+
+/// What to store for a target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TargetWrite {
+    /// Being fetched (see [`BatchStore::start_target`]).
+    Running,
+    /// Back to pending: the fetch was only busy.
+    Pending,
+    /// Done, with the JSON of its [`TargetResult`].
+    Done {
+        /// The result JSON.
+        result: String,
+    },
+    /// Failed with an error and a hint (empty for none).
+    Failed {
+        /// The error text.
+        error: String,
+        /// The hint, or empty.
+        hint: String,
+    },
+}
+
+/// A job to admit: [`BatchStore::admit`] stores it `queued` with its targets `pending`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewJob {
+    /// 32 lowercase hex characters.
+    pub id: String,
+    /// The caller's name.
+    pub caller: String,
+    /// The caller's class.
+    pub class: CallerClass,
+    /// The submit's [`idem_key`](crate::idem_key).
+    pub idem_key: String,
+    /// Each target's url and the JSON of its options, in idx order.
+    pub targets: Vec<(String, String)>,
+    /// Now, unix seconds: the job's `created_at` and lease.
+    pub now: i64,
+}
+
+impl NewJob {
+    /// The job's rows as admit stores them.
+    pub fn rows(&self) -> (JobRow, Vec<TargetRow>) {
+        let targets: Vec<TargetRow> = self
+            .targets
+            .iter()
+            .enumerate()
+            .map(|(i, (url, options))| TargetRow::pending(i, url.clone(), options.clone()))
+            .collect();
+        let job = JobRow {
+            id: self.id.clone(),
+            caller: self.caller.clone(),
+            class: self.class,
+            idem_key: self.idem_key.clone(),
+            status: JobStatus::Queued,
+            error: String::new(),
+            targets_total: targets.len(),
+            targets_done: 0,
+            created_at: self.now,
+            lease: self.now,
+            n_bytes: targets.iter().map(TargetRow::n_bytes).sum(),
+        };
+        (job, targets)
+    }
+}
+
+/// The limits [`BatchStore::admit`] checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Caps {
+    /// The most targets a job may have.
+    pub targets_per_job: usize,
+    /// The most live jobs one caller may have.
+    pub jobs_per_caller: usize,
+    /// The most live jobs in all.
+    pub jobs_total: usize,
+    /// A job is reused only while `now - lease < ttl_secs`.
+    pub ttl_secs: i64,
+}
+
+/// What [`BatchStore::admit`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Admission {
+    /// The job was stored.
+    Created,
+    /// A reusable job of this caller and key exists: nothing was stored.
+    Reused {
+        /// The existing job's id.
+        id: String,
+    },
+    /// The job has more targets than the cap; nothing was stored.
+    TooManyTargets {
+        /// The cap.
+        max: usize,
+        /// How many the job has.
+        got: usize,
+    },
+    /// The caller has `jobs_per_caller` live jobs; nothing was stored.
+    CallerBusy,
+    /// There are `jobs_total` live jobs; nothing was stored.
+    Busy,
+}
+
+/// Whether a job of `status` whose lease is `lease` may be reused at `now` (SPEC §3 step 2):
+/// queued, running, done or partial, and `now - lease < ttl_secs`.
+pub fn reusable(status: JobStatus, lease: i64, now: i64, ttl_secs: i64) -> bool {
+    matches!(
+        status,
+        JobStatus::Queued | JobStatus::Running | JobStatus::Done | JobStatus::Partial
+    ) && now.saturating_sub(lease) < ttl_secs
+}
+
+/// Whether a job may go from `from` to `to`: `running` only from `queued`; a terminal status
+/// only from a live one; nothing from a terminal one.
+pub fn may_transition(from: JobStatus, to: JobStatus) -> bool {
+    match to {
+        JobStatus::Queued => false,
+        JobStatus::Running => from == JobStatus::Queued,
+        _ => from.is_live(),
+    }
+}
+
+/// Whether a job is swept at `now`: terminal, and `lease < now - ttl_secs`.
+pub fn sweepable(status: JobStatus, lease: i64, now: i64, ttl_secs: i64) -> bool {
+    status.is_terminal() && lease < now.saturating_sub(ttl_secs)
+}
+
+/// The store of jobs and targets behind a runner.
+///
+/// Object-safe and `Send + Sync`: the runner holds an `Arc<dyn BatchStore>`. Every backend runs
+/// the conformance suite in `rota-tests` (`rota_tests::conformance`), which checks each point
+/// below.
+///
+/// # Contract
+///
+/// - **Times** are unix seconds, passed in by the caller; a store never reads a clock.
+/// - **Admit** ([`admit`](Self::admit)) is one atomic operation, in this order:
+///   1. if a job of this caller with this `idem_key` is [`reusable`] at `now`, return
+///      [`Admission::Reused`] with its id (the most recently created, should there be several);
+///   2. more targets than `caps.targets_per_job` → [`Admission::TooManyTargets`];
+///   3. the caller's live (queued + running) jobs ≥ `caps.jobs_per_caller` →
+///      [`Admission::CallerBusy`];
+///   4. all live jobs ≥ `caps.jobs_total` → [`Admission::Busy`];
+///   5. store the job `queued` (`created_at` = lease = `now`, `targets_done` 0) and every target
+///      `pending`, all or nothing → [`Admission::Created`].
+///
+///   Concurrent admits, from one process or (for a shared store) many, never exceed a cap and
+///   never create two reusable jobs for one caller and key. Admitting an id that exists is an
+///   error and stores nothing.
+/// - **Statuses.** A terminal status (done, partial, failed, cancelled) is final: nothing changes
+///   it. `running` is set only from `queued`. [`may_transition`] is the rule; a write it forbids
+///   changes nothing and returns `false`. Storing a target never changes its job's status, except
+///   as the explicit `finish` argument of [`finish_target`](Self::finish_target) says.
+/// - **Leases.** [`start_target`](Self::start_target), [`finish_target`](Self::finish_target), a
+///   status change and [`touch`](Self::touch) set the job's lease to `now`. Reads never do.
+/// - **Counts.** A job's `targets_done` is the number of its targets stored done or failed; its
+///   `n_bytes` is the sum of [`TargetRow::n_bytes`] over its targets; the store keeps the total
+///   over all jobs ([`total_bytes`](Self::total_bytes)), and the live counts, without a scan.
+/// - **Sweep** deletes the terminal jobs (with their targets) that are [`sweepable`].
+///   **Evict** deletes terminal jobs oldest first (by `created_at`, then id) until the total is
+///   ≤ `max_bytes`, or no terminal job is left. Neither ever deletes a live job; both are cheap
+///   when there is nothing to delete.
+/// - **Recover** sets every queued or running job `failed` with the given error.
+/// - **Unknown ids** are not errors: reads return `None` or an empty list, writes return `false`.
+/// - **Data** round-trips exactly: any UTF-8 (non-ASCII, quotes, NULs, newlines), empty strings,
+///   and results of a mebibyte and more.
+/// - **Crash safety** (file stores): after a crash at any moment the store opens, every write
+///   it acknowledged is there, and no job or target is half-written. A file store is owned by one
+///   process at a time ([`StoreError::InUse`]), and refuses a file that is not a rota store of
+///   its schema version ([`StoreError::Corrupt`], [`StoreError::Version`]) without changing it.
+#[async_trait]
+pub trait BatchStore: Send + Sync {
+    /// Admits a job (see the contract): idempotency, caps and insert as one atomic operation.
+    async fn admit(&self, job: &NewJob, caps: &Caps) -> Result<Admission, StoreError>;
+
+    /// The job `id`, if stored.
+    async fn job(&self, id: &str) -> Result<Option<JobRow>, StoreError>;
+
+    /// The targets of job `id` in idx order; empty for an unknown id.
+    async fn targets(&self, id: &str) -> Result<Vec<TargetRow>, StoreError>;
+
+    /// A worker starts target `idx` of job `id`: the target becomes `running`, the job becomes
+    /// `running` if it is `queued`, and the lease becomes `now`. `false` if there is no such
+    /// target. A store may make this write less durable than the others: after a crash the job
+    /// is failed by recovery anyway.
+    async fn start_target(&self, id: &str, idx: usize, now: i64) -> Result<bool, StoreError>;
+
+    /// Stores target `idx` of job `id` as `write` says, updates `targets_done` and `n_bytes`,
+    /// and sets the lease to `now`; then, in the same transaction, if `finish` is given, sets the
+    /// job's status to it as [`set_status`](Self::set_status) would (with an empty error).
+    /// `false` if there is no such target.
+    async fn finish_target(
+        &self,
+        id: &str,
+        idx: usize,
+        write: &TargetWrite,
+        now: i64,
+        finish: Option<JobStatus>,
+    ) -> Result<bool, StoreError>;
+
+    /// Sets job `id` to `status` with `error` if [`may_transition`] allows it, and its lease to
+    /// `now`. Whether it changed anything.
+    async fn set_status(
+        &self,
+        id: &str,
+        status: JobStatus,
+        error: &str,
+        now: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// Sets job `id`'s lease to `now`, whatever its status. Whether the job exists.
+    async fn touch(&self, id: &str, now: i64) -> Result<bool, StoreError>;
+
+    /// Deletes the [`sweepable`] jobs and their targets. How many jobs it deleted.
+    async fn sweep(&self, now: i64, ttl_secs: i64) -> Result<usize, StoreError>;
+
+    /// Deletes terminal jobs oldest first until [`total_bytes`](Self::total_bytes) ≤
+    /// `max_bytes`. How many jobs it deleted.
+    async fn evict(&self, max_bytes: u64) -> Result<usize, StoreError>;
+
+    /// Sets every queued or running job `failed` with `error`, lease `now`. How many.
+    async fn recover(&self, error: &str, now: i64) -> Result<usize, StoreError>;
+
+    /// The live (queued + running) jobs of `caller`, or of everyone for `None`.
+    async fn live_jobs(&self, caller: Option<&str>) -> Result<usize, StoreError>;
+
+    /// The sum of every stored job's `n_bytes`.
+    async fn total_bytes(&self) -> Result<u64, StoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_only_from_queued_and_terminal_is_final() {
+        use JobStatus::*;
+        assert!(may_transition(Queued, Running));
+        assert!(!may_transition(Running, Running));
+        assert!(!may_transition(Done, Running));
+        for to in [Done, Partial, Failed, Cancelled] {
+            assert!(may_transition(Queued, to) && may_transition(Running, to));
+            for from in [Done, Partial, Failed, Cancelled] {
+                assert!(!may_transition(from, to), "{from} -> {to}");
+            }
+        }
+        assert!(!may_transition(Running, Queued));
+    }
+
+    #[test]
+    fn reuse_by_status_and_lease_age() {
+        use JobStatus::*;
+        for s in [Queued, Running, Done, Partial] {
+            assert!(reusable(s, 100, 109, 10));
+            assert!(!reusable(s, 100, 110, 10));
+        }
+        for s in [Failed, Cancelled] {
+            assert!(!reusable(s, 100, 100, 10));
+        }
+    }
+
+    #[test]
+    fn sweep_takes_only_old_terminal_jobs() {
+        assert!(sweepable(JobStatus::Done, 89, 100, 10));
+        assert!(!sweepable(JobStatus::Done, 90, 100, 10));
+        assert!(!sweepable(JobStatus::Running, 0, 100, 10));
+    }
+
+    #[test]
+    fn a_corrupt_result_decodes_to_none_with_an_error() {
+        let mut row = TargetRow::pending(0, "u", "{}");
+        row.apply(&TargetWrite::Done {
+            result: "{not json".into(),
+        });
+        let st = row.to_status();
+        assert_eq!(st.result, None);
+        assert!(st.error.starts_with("corrupt stored result"), "{}", st.error);
+        row.apply(&TargetWrite::Done {
+            result: r#"{"content":"x"}"#.into(),
+        });
+        assert_eq!(row.to_status().result.map(|r| r.content).as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn n_bytes_counts_every_text_column() {
+        let mut row = TargetRow::pending(0, "abc", "{}");
+        assert_eq!(row.n_bytes(), 5);
+        row.apply(&TargetWrite::Failed {
+            error: "err".into(),
+            hint: "hi".into(),
+        });
+        assert_eq!(row.n_bytes(), 10);
+    }
+}
