@@ -1,1 +1,9 @@
-//! placeholder
+//! rota: a store-backed batch job runner (the tokio driver).
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+mod fetch;
+
+pub use fetch::Fetch;
+pub use rota_core::*;
+pub use tokio_util::sync::CancellationToken;

@@ -1,0 +1,43 @@
+//! The injected fetch.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use crate::{Caller, FetchError, Target, TargetResult};
+
+/// Fetches one target for the caller that submitted its job.
+///
+/// `cancel` is cancelled when the runner closes: a long fetch should return soon after. A panic
+/// is caught by the runner and stored as `internal error`.
+///
+/// Any `Fn(Arc<Caller>, Target, CancellationToken) -> impl Future<Output = Result<TargetResult,
+/// FetchError>>` is a `Fetch`.
+#[async_trait]
+pub trait Fetch: Send + Sync + 'static {
+    /// Fetches `target` for `caller`.
+    async fn fetch(
+        &self,
+        caller: Arc<Caller>,
+        target: Target,
+        cancel: CancellationToken,
+    ) -> Result<TargetResult, FetchError>;
+}
+
+#[async_trait]
+impl<F, Fut> Fetch for F
+where
+    F: Fn(Arc<Caller>, Target, CancellationToken) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<TargetResult, FetchError>> + Send + 'static,
+{
+    async fn fetch(
+        &self,
+        caller: Arc<Caller>,
+        target: Target,
+        cancel: CancellationToken,
+    ) -> Result<TargetResult, FetchError> {
+        self(caller, target, cancel).await
+    }
+}
