@@ -288,7 +288,8 @@ pub fn sweepable(status: JobStatus, lease: i64, now: i64, ttl_secs: i64) -> bool
 ///   ≤ `max_bytes`, or no terminal job is left. Neither ever deletes a live job; both are cheap
 ///   when there is nothing to delete.
 /// - **Recover** sets every queued or running job `failed` with the given error.
-/// - **Unknown ids** are not errors: reads return `None` or an empty list, writes return `false`.
+/// - **Unknown ids** are not errors: reads return `None` or an empty list, writes return `false`
+///   (or `None`).
 /// - **Data** round-trips exactly: any UTF-8 (non-ASCII, quotes, NULs, newlines), empty strings,
 ///   and results of a mebibyte and more.
 /// - **Crash safety** (file stores): after a crash at any moment the store opens, every write
@@ -307,10 +308,16 @@ pub trait BatchStore: Send + Sync {
     async fn targets(&self, id: &str) -> Result<Vec<TargetRow>, StoreError>;
 
     /// A worker starts target `idx` of job `id`: the target becomes `running`, the job becomes
-    /// `running` if it is `queued`, and the lease becomes `now`. `false` if there is no such
-    /// target. A store may make this write less durable than the others: after a crash the job
-    /// is failed by recovery anyway.
-    async fn start_target(&self, id: &str, idx: usize, now: i64) -> Result<bool, StoreError>;
+    /// `running` if it is `queued`, and the lease becomes `now`. Returns the target's row as
+    /// stored after the write (the runner reads the url and options from it), or `None` if there
+    /// is no such target. A store may make this write less durable than the others: after a
+    /// crash the job is failed by recovery anyway.
+    async fn start_target(
+        &self,
+        id: &str,
+        idx: usize,
+        now: i64,
+    ) -> Result<Option<TargetRow>, StoreError>;
 
     /// Stores target `idx` of job `id` as `write` says, updates `targets_done` and `n_bytes`,
     /// and sets the lease to `now`; then, in the same transaction, if `finish` is given, sets the
