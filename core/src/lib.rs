@@ -22,6 +22,7 @@ mod types;
 pub use config::*;
 pub use error::{BackendError, StoreError, SubmitError};
 pub use idem::{hex, idem_key};
+pub use machine::JobMachine;
 
 pub use store::*;
 pub use types::*;

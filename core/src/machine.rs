@@ -1,1 +1,563 @@
-//! placeholder
+//! [`JobMachine`]: every scheduling decision of a runner, with no I/O, no clock and no runtime.
+//!
+//! The machine holds the live jobs of one runner and decides which target a worker fetches next,
+//! what to store when a fetch returns, when a job is terminal and when a sleeping worker must
+//! wake. It never reads a clock: every input that depends on time carries `now`, a
+//! [`Duration`] since an epoch the driver picks once (the driver uses
+//! `tokio::time::Instant::now() - start`); it must never go backwards.
+//!
+//! # Driving it
+//!
+//! The methods fall into the groups of quinn-proto's `Connection`:
+//! - getters on `&self`: [`live_jobs`](JobMachine::live_jobs), [`inflight`](JobMachine::inflight),
+//!   [`job_key`](JobMachine::job_key), [`is_closed`](JobMachine::is_closed);
+//! - inputs: [`submit`](JobMachine::submit), [`handle_outcome`](JobMachine::handle_outcome);
+//! - commands: [`cancel`](JobMachine::cancel), [`close`](JobMachine::close);
+//! - outputs: [`poll_dispatch`](JobMachine::poll_dispatch), [`poll_event`](JobMachine::poll_event),
+//!   [`poll_timeout`](JobMachine::poll_timeout).
+//!
+//! After every input or command, the driver drains [`poll_event`](JobMachine::poll_event) (depth
+//! and in-flight changes, in order). An idle worker calls
+//! [`poll_dispatch`](JobMachine::poll_dispatch); when it returns `None` the worker sleeps until
+//! a submit, a cancel, an outcome, or [`poll_timeout`](JobMachine::poll_timeout), whichever comes
+//! first. Mutate → drain the outputs → mutate.
+//!
+//! # Rules it decides
+//!
+//! - Live jobs form one rotation in submit order. A dispatch takes the first job after the
+//!   cursor (wrapping) that is *ready*: no target in flight and its next target due. The cursor
+//!   then moves past that job.
+//! - A job is serial: its next target is dispatched only after the outcome of the previous one.
+//! - At most `workers` targets are in flight.
+//! - A busy outcome puts the target back to pending, due again `retry_wait` later; the job
+//!   waits, the others go on. A target busy for longer than `retry_for` since its first busy
+//!   answer is failed with the busy text instead.
+//! - When a job's last target is stored the job is terminal exactly once: all done → done, all
+//!   failed → failed, else partial.
+//! - A cancelled job dispatches nothing more; its in-flight outcome is still stored, and no
+//!   terminal status follows (cancelled is final).
+//! - After close nothing is dispatched; every live job is reported terminal once, `failed` with
+//!   [`ERR_CLOSED`]: at once if it has nothing in flight, else with its in-flight outcome.
+//!
+//! # Cost
+//!
+//! Every input and output is O(log n) in the number of live jobs (ordered sets of ready and
+//! waiting jobs, a hash map by id); nothing scans the live jobs, except `close`, once.
+//!
+//! The machine never panics; an input that does not fit its state (an unknown job, an outcome
+//! for a target not in flight) is refused with a [`MachineError`] and changes nothing.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::ops::Bound;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::{Config, JobStatus};
+
+/// The error of a job failed because its runner closed.
+pub const ERR_CLOSED: &str = "runner closed";
+/// The error of a job failed by recovery: it was live when its runner stopped.
+pub const ERR_INTERRUPTED: &str = "interrupted";
+/// The error stored for a fetch that panicked.
+pub const ERR_INTERNAL: &str = "internal error";
+
+/// The machine's part of a [`Config`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MachineConfig {
+    /// The most targets in flight at once (1 or 2 in a runner; any value ≥ 1 here).
+    pub workers: usize,
+    /// The pause before a busy target is due again.
+    pub retry_wait: Duration,
+    /// How long a target may keep coming back busy, from its first busy answer.
+    pub retry_for: Duration,
+}
+
+impl From<&Config> for MachineConfig {
+    fn from(c: &Config) -> Self {
+        MachineConfig {
+            workers: c.effective_workers(),
+            retry_wait: c.effective_retry_wait(),
+            retry_for: c.effective_retry_for(),
+        }
+    }
+}
+
+/// A job's handle in the machine: its place in the submit order.
+pub type JobKey = u64;
+
+/// A target for a worker to fetch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dispatch {
+    /// The job's handle.
+    pub key: JobKey,
+    /// The job's id.
+    pub id: Arc<str>,
+    /// The target's index.
+    pub idx: usize,
+    /// Whether this is the job's first dispatch (the job becomes `running`).
+    pub first: bool,
+}
+
+/// What a fetch returned, as far as scheduling cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// A result.
+    Done,
+    /// A failure to store.
+    Failed,
+    /// The target was only busy.
+    Busy,
+}
+
+/// What to store for a target whose fetch returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Store {
+    /// Store it done with its result.
+    Done,
+    /// Store it failed with its error and hint.
+    Failed,
+    /// Store it back to pending. `retry_at` is when it is due again; `None` when its job will
+    /// not run again (cancelled or closed).
+    Pending {
+        /// When the target is due again.
+        retry_at: Option<Duration>,
+    },
+    /// It has been busy for longer than `retry_for`: store it failed with the busy text.
+    GiveUp,
+}
+
+impl Store {
+    /// Whether the target's outcome is final (done or failed).
+    pub fn is_final(self) -> bool {
+        !matches!(self, Store::Pending { .. })
+    }
+}
+
+/// A job that reached its terminal status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Terminal {
+    /// The job's id.
+    pub id: Arc<str>,
+    /// Done, partial or failed.
+    pub status: JobStatus,
+    /// The job's error: empty, or [`ERR_CLOSED`].
+    pub error: &'static str,
+    /// From its submit to now.
+    pub elapsed: Duration,
+}
+
+/// The decision for a returned fetch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    /// What to store for the target.
+    pub store: Store,
+    /// The job's terminal status, when this outcome ends it.
+    pub terminal: Option<Terminal>,
+}
+
+/// A change the driver reports through its hooks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// The number of live jobs is now this.
+    Depth(usize),
+    /// The number of targets in flight is now this.
+    Inflight(usize),
+}
+
+/// A job cancelled by [`JobMachine::cancel`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cancelled {
+    /// The job's id.
+    pub id: Arc<str>,
+    /// Whether a target is still in flight (its outcome is still stored).
+    pub inflight: bool,
+    /// From its submit to now.
+    pub elapsed: Duration,
+}
+
+/// An input the machine refused; nothing changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MachineError {
+    /// The machine is closed.
+    #[error("closed")]
+    Closed,
+    /// A job needs at least one target.
+    #[error("no targets")]
+    NoTargets,
+    /// A live job has this id already.
+    #[error("duplicate job id")]
+    DuplicateId,
+    /// No live job has this key.
+    #[error("unknown job")]
+    UnknownJob,
+    /// The job has no target in flight, or not this one.
+    #[error("target not in flight")]
+    NotInFlight,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Live,
+    Cancelled,
+    Closing,
+}
+
+#[derive(Debug)]
+struct JobState {
+    id: Arc<str>,
+    targets: usize,
+    next: usize,
+    n_failed: usize,
+    submitted: Duration,
+    busy_since: Option<Duration>,
+    // Set while the job sits in `waiting`, so it can be found there in O(log n).
+    due: Option<Duration>,
+    inflight: bool,
+    started: bool,
+    phase: Phase,
+}
+
+/// The pure scheduler of a runner. See the [module docs](self).
+#[derive(Debug)]
+pub struct JobMachine {
+    cfg: MachineConfig,
+    jobs: HashMap<JobKey, JobState>,
+    by_id: HashMap<Arc<str>, JobKey>,
+    ready: BTreeSet<JobKey>,
+    waiting: BTreeSet<(Duration, JobKey)>,
+    cursor: Option<JobKey>,
+    next_key: JobKey,
+    live: usize,
+    inflight: usize,
+    closed: bool,
+    events: VecDeque<Event>,
+}
+
+impl JobMachine {
+    /// An empty, open machine. `workers` below 1 counts as 1.
+    pub fn new(cfg: MachineConfig) -> Self {
+        JobMachine {
+            cfg: MachineConfig {
+                workers: cfg.workers.max(1),
+                ..cfg
+            },
+            jobs: HashMap::new(),
+            by_id: HashMap::new(),
+            ready: BTreeSet::new(),
+            waiting: BTreeSet::new(),
+            cursor: None,
+            next_key: 0,
+            live: 0,
+            inflight: 0,
+            closed: false,
+            events: VecDeque::new(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> MachineConfig {
+        self.cfg
+    }
+
+    /// Live jobs: submitted, not terminal, not cancelled.
+    pub fn live_jobs(&self) -> usize {
+        self.live
+    }
+
+    /// Targets in flight.
+    pub fn inflight(&self) -> usize {
+        self.inflight
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// The key of the job `id`, while the machine holds it (live, or cancelled/closing with a
+    /// target in flight).
+    pub fn job_key(&self, id: &str) -> Option<JobKey> {
+        self.by_id.get(id).copied()
+    }
+
+    /// Whether the job `id` is live (not terminal, not cancelled).
+    pub fn is_live(&self, id: &str) -> bool {
+        self.job_key(id)
+            .and_then(|k| self.jobs.get(&k))
+            .is_some_and(|j| j.phase == Phase::Live)
+    }
+
+    /// A new job of `targets` targets, submitted at `now`. It joins the end of the rotation,
+    /// its first target due at once.
+    pub fn submit(&mut self, id: &str, targets: usize, now: Duration) -> Result<JobKey, MachineError> {
+        if self.closed {
+            return Err(MachineError::Closed);
+        }
+        if targets == 0 {
+            return Err(MachineError::NoTargets);
+        }
+        if self.by_id.contains_key(id) {
+            return Err(MachineError::DuplicateId);
+        }
+        let key = self.next_key;
+        self.next_key += 1;
+        let id: Arc<str> = Arc::from(id);
+        self.by_id.insert(id.clone(), key);
+        self.jobs.insert(
+            key,
+            JobState {
+                id,
+                targets,
+                next: 0,
+                n_failed: 0,
+                submitted: now,
+                busy_since: None,
+                due: None,
+                inflight: false,
+                started: false,
+                phase: Phase::Live,
+            },
+        );
+        self.ready.insert(key);
+        self.set_live(self.live + 1);
+        Ok(key)
+    }
+
+    /// The next target for an idle worker at `now`, or `None` when nothing is due, `workers`
+    /// targets are in flight, or the machine is closed.
+    pub fn poll_dispatch(&mut self, now: Duration) -> Option<Dispatch> {
+        if self.closed || self.inflight >= self.cfg.workers {
+            return None;
+        }
+        self.promote_due(now);
+        let after = self.cursor.map_or(Bound::Unbounded, Bound::Excluded);
+        let key = self
+            .ready
+            .range((after, Bound::Unbounded))
+            .next()
+            .or_else(|| self.ready.iter().next())
+            .copied()?;
+        self.ready.remove(&key);
+        let job = self.jobs.get_mut(&key)?;
+        job.inflight = true;
+        let first = !job.started;
+        job.started = true;
+        let d = Dispatch {
+            key,
+            id: job.id.clone(),
+            idx: job.next,
+            first,
+        };
+        self.cursor = Some(key);
+        self.set_inflight(self.inflight + 1);
+        Some(d)
+    }
+
+    /// The outcome of target `idx` of job `key`, returned at `now`: what to store, and the job's
+    /// terminal status if this ends it.
+    pub fn handle_outcome(
+        &mut self,
+        key: JobKey,
+        idx: usize,
+        outcome: Outcome,
+        now: Duration,
+    ) -> Result<Completion, MachineError> {
+        let cfg = self.cfg;
+        let closed = self.closed;
+        let job = self.jobs.get_mut(&key).ok_or(MachineError::UnknownJob)?;
+        if !job.inflight || job.next != idx {
+            return Err(MachineError::NotInFlight);
+        }
+        job.inflight = false;
+        let store = match outcome {
+            Outcome::Done => Store::Done,
+            Outcome::Failed => Store::Failed,
+            Outcome::Busy => {
+                let since = *job.busy_since.get_or_insert(now);
+                if now.saturating_sub(since) > cfg.retry_for {
+                    Store::GiveUp
+                } else if job.phase == Phase::Live && !closed {
+                    Store::Pending {
+                        retry_at: Some(now + cfg.retry_wait),
+                    }
+                } else {
+                    Store::Pending { retry_at: None }
+                }
+            }
+        };
+        if store.is_final() {
+            job.next += 1;
+            job.busy_since = None;
+            if matches!(store, Store::Failed | Store::GiveUp) {
+                job.n_failed += 1;
+            }
+        }
+        let terminal = match job.phase {
+            Phase::Cancelled => {
+                self.remove(key);
+                None
+            }
+            Phase::Live | Phase::Closing if job.next >= job.targets => {
+                let status = match job.n_failed {
+                    0 => JobStatus::Done,
+                    n if n >= job.targets => JobStatus::Failed,
+                    _ => JobStatus::Partial,
+                };
+                let t = Terminal {
+                    id: job.id.clone(),
+                    status,
+                    error: "",
+                    elapsed: now.saturating_sub(job.submitted),
+                };
+                self.end(key);
+                Some(t)
+            }
+            Phase::Closing => {
+                let t = closed_terminal(job, now);
+                self.end(key);
+                Some(t)
+            }
+            Phase::Live => {
+                match store {
+                    Store::Pending {
+                        retry_at: Some(due),
+                    } => {
+                        job.due = Some(due);
+                        self.waiting.insert((due, key));
+                    }
+                    _ => {
+                        self.ready.insert(key);
+                    }
+                }
+                None
+            }
+        };
+        self.set_inflight(self.inflight.saturating_sub(1));
+        Ok(Completion { store, terminal })
+    }
+
+    /// Cancels the live job `id` at `now`: nothing more of it is dispatched; an in-flight target
+    /// is still stored when it returns. `None` if `id` is not live.
+    pub fn cancel(&mut self, id: &str, now: Duration) -> Option<Cancelled> {
+        let key = self.job_key(id)?;
+        let job = self.jobs.get_mut(&key)?;
+        if job.phase != Phase::Live {
+            return None;
+        }
+        job.phase = Phase::Cancelled;
+        let c = Cancelled {
+            id: job.id.clone(),
+            inflight: job.inflight,
+            elapsed: now.saturating_sub(job.submitted),
+        };
+        if c.inflight {
+            self.unschedule(key);
+            self.set_live(self.live.saturating_sub(1));
+        } else {
+            self.end(key);
+        }
+        Some(c)
+    }
+
+    /// Closes the machine at `now`: nothing more is dispatched or submitted. Returns the live
+    /// jobs with nothing in flight, each now terminal (`failed`, [`ERR_CLOSED`]); a live job
+    /// with a target in flight is reported by [`handle_outcome`](Self::handle_outcome) instead.
+    /// A second call returns nothing.
+    pub fn close(&mut self, now: Duration) -> Vec<Terminal> {
+        if self.closed {
+            return Vec::new();
+        }
+        self.closed = true;
+        let mut keys: Vec<JobKey> = self
+            .jobs
+            .iter()
+            .filter(|(_, j)| j.phase == Phase::Live)
+            .map(|(k, _)| *k)
+            .collect();
+        keys.sort_unstable();
+        let mut ended = Vec::new();
+        for key in keys {
+            let Some(job) = self.jobs.get_mut(&key) else {
+                continue;
+            };
+            if job.inflight {
+                job.phase = Phase::Closing;
+                continue;
+            }
+            ended.push(closed_terminal(job, now));
+            self.end(key);
+        }
+        ended
+    }
+
+    /// The next change of state the driver must wake for, when it has nothing else to do: the
+    /// earliest time a waiting target is due. `None` when nothing waits or the machine is closed.
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        if self.closed {
+            return None;
+        }
+        self.waiting.first().map(|(due, _)| *due)
+    }
+
+    /// The next depth or in-flight change, oldest first.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    fn promote_due(&mut self, now: Duration) {
+        while let Some(&(due, key)) = self.waiting.first() {
+            if due > now {
+                break;
+            }
+            self.waiting.pop_first();
+            if let Some(job) = self.jobs.get_mut(&key) {
+                job.due = None;
+            }
+            self.ready.insert(key);
+        }
+    }
+
+    /// Takes a job out of the rotation.
+    fn unschedule(&mut self, key: JobKey) {
+        self.ready.remove(&key);
+        if let Some(due) = self.jobs.get_mut(&key).and_then(|j| j.due.take()) {
+            self.waiting.remove(&(due, key));
+        }
+    }
+
+    /// Removes a job that has just stopped being live.
+    fn end(&mut self, key: JobKey) {
+        self.remove(key);
+        self.set_live(self.live.saturating_sub(1));
+    }
+
+    fn remove(&mut self, key: JobKey) {
+        self.unschedule(key);
+        if let Some(job) = self.jobs.remove(&key) {
+            self.by_id.remove(&job.id);
+        }
+    }
+
+    fn set_live(&mut self, n: usize) {
+        if n != self.live {
+            self.live = n;
+            self.events.push_back(Event::Depth(n));
+        }
+    }
+
+    fn set_inflight(&mut self, n: usize) {
+        if n != self.inflight {
+            self.inflight = n;
+            self.events.push_back(Event::Inflight(n));
+        }
+    }
+}
+
+fn closed_terminal(job: &JobState, now: Duration) -> Terminal {
+    Terminal {
+        id: job.id.clone(),
+        status: JobStatus::Failed,
+        error: ERR_CLOSED,
+        elapsed: now.saturating_sub(job.submitted),
+    }
+}
