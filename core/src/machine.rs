@@ -11,7 +11,8 @@
 //! The methods fall into the groups of quinn-proto's `Connection`:
 //! - getters on `&self`: [`live_jobs`](JobMachine::live_jobs), [`inflight`](JobMachine::inflight),
 //!   [`job_key`](JobMachine::job_key), [`is_closed`](JobMachine::is_closed);
-//! - inputs: [`submit`](JobMachine::submit), [`handle_outcome`](JobMachine::handle_outcome);
+//! - inputs: [`submit`](JobMachine::submit), [`handle_outcome`](JobMachine::handle_outcome),
+//!   [`handle_stored`](JobMachine::handle_stored);
 //! - commands: [`cancel`](JobMachine::cancel), [`close`](JobMachine::close);
 //! - outputs: [`poll_dispatch`](JobMachine::poll_dispatch), [`poll_event`](JobMachine::poll_event),
 //!   [`poll_timeout`](JobMachine::poll_timeout).
@@ -19,8 +20,14 @@
 //! After every input or command, the driver drains [`poll_event`](JobMachine::poll_event) (depth
 //! and in-flight changes, in order). An idle worker calls
 //! [`poll_dispatch`](JobMachine::poll_dispatch); when it returns `None` the worker sleeps until
-//! a submit, a cancel, an outcome, or [`poll_timeout`](JobMachine::poll_timeout), whichever comes
-//! first. Mutate → drain the outputs → mutate.
+//! a submit, a cancel, a stored outcome, or [`poll_timeout`](JobMachine::poll_timeout),
+//! whichever comes first. Mutate → drain the outputs → mutate.
+//!
+//! One target goes: [`poll_dispatch`](JobMachine::poll_dispatch) → the driver stores it running
+//! and fetches it → [`handle_outcome`](JobMachine::handle_outcome) says what to store (and
+//! whether the job is now terminal) → the driver stores it →
+//! [`handle_stored`](JobMachine::handle_stored). A target is *in flight* from its dispatch until
+//! its outcome is stored, so the job's next target cannot be dispatched before then.
 //!
 //! # Rules it decides
 //!
@@ -127,7 +134,7 @@ pub enum Store {
 }
 
 impl Store {
-    /// Whether the target's outcome is final (done or failed).
+    /// Whether the target's outcome is final (done or failed): the store counts it.
     pub fn is_final(self) -> bool {
         !matches!(self, Store::Pending { .. })
     }
@@ -169,7 +176,8 @@ pub enum Event {
 pub struct Cancelled {
     /// The job's id.
     pub id: Arc<str>,
-    /// Whether a target is still in flight (its outcome is still stored).
+    /// Whether a target is still in flight (its outcome is still stored, then
+    /// [`JobMachine::handle_stored`] is due as usual).
     pub inflight: bool,
     /// From its submit to now.
     pub elapsed: Duration,
@@ -199,7 +207,10 @@ pub enum MachineError {
 enum Phase {
     Live,
     Cancelled,
+    // Closed while a target was in flight: terminal once that outcome is in.
     Closing,
+    // Terminal (decided by an outcome), its last outcome still being stored.
+    Finished,
 }
 
 #[derive(Debug)]
@@ -213,6 +224,8 @@ struct JobState {
     // Set while the job sits in `waiting`, so it can be found there in O(log n).
     due: Option<Duration>,
     inflight: bool,
+    // The outcome is in and being stored: `retry_at` is the pending target's due time.
+    storing: Option<Option<Duration>>,
     started: bool,
     phase: Phase,
 }
@@ -314,6 +327,7 @@ impl JobMachine {
                 busy_since: None,
                 due: None,
                 inflight: false,
+                storing: None,
                 started: false,
                 phase: Phase::Live,
             },
@@ -354,7 +368,8 @@ impl JobMachine {
     }
 
     /// The outcome of target `idx` of job `key`, returned at `now`: what to store, and the job's
-    /// terminal status if this ends it.
+    /// terminal status if this ends it. The target stays in flight until
+    /// [`handle_stored`](Self::handle_stored).
     pub fn handle_outcome(
         &mut self,
         key: JobKey,
@@ -363,12 +378,10 @@ impl JobMachine {
         now: Duration,
     ) -> Result<Completion, MachineError> {
         let cfg = self.cfg;
-        let closed = self.closed;
         let job = self.jobs.get_mut(&key).ok_or(MachineError::UnknownJob)?;
-        if !job.inflight || job.next != idx {
+        if !job.inflight || job.storing.is_some() || job.next != idx {
             return Err(MachineError::NotInFlight);
         }
-        job.inflight = false;
         let store = match outcome {
             Outcome::Done => Store::Done,
             Outcome::Failed => Store::Failed,
@@ -376,7 +389,7 @@ impl JobMachine {
                 let since = *job.busy_since.get_or_insert(now);
                 if now.saturating_sub(since) > cfg.retry_for {
                     Store::GiveUp
-                } else if job.phase == Phase::Live && !closed {
+                } else if job.phase == Phase::Live {
                     Store::Pending {
                         retry_at: Some(now + cfg.retry_wait),
                     }
@@ -392,52 +405,68 @@ impl JobMachine {
                 job.n_failed += 1;
             }
         }
+        job.storing = Some(match store {
+            Store::Pending { retry_at } => retry_at,
+            _ => None,
+        });
         let terminal = match job.phase {
-            Phase::Cancelled => {
-                self.remove(key);
-                None
-            }
             Phase::Live | Phase::Closing if job.next >= job.targets => {
                 let status = match job.n_failed {
                     0 => JobStatus::Done,
                     n if n >= job.targets => JobStatus::Failed,
                     _ => JobStatus::Partial,
                 };
-                let t = Terminal {
+                Some(Terminal {
                     id: job.id.clone(),
                     status,
                     error: "",
                     elapsed: now.saturating_sub(job.submitted),
-                };
-                self.end(key);
-                Some(t)
+                })
             }
-            Phase::Closing => {
-                let t = closed_terminal(job, now);
-                self.end(key);
-                Some(t)
-            }
-            Phase::Live => {
-                match store {
-                    Store::Pending {
-                        retry_at: Some(due),
-                    } => {
-                        job.due = Some(due);
-                        self.waiting.insert((due, key));
-                    }
-                    _ => {
-                        self.ready.insert(key);
-                    }
-                }
-                None
-            }
+            Phase::Closing => Some(closed_terminal(job, now)),
+            Phase::Live | Phase::Cancelled | Phase::Finished => None,
         };
-        self.set_inflight(self.inflight.saturating_sub(1));
+        if terminal.is_some() {
+            job.phase = Phase::Finished;
+            self.set_live(self.live.saturating_sub(1));
+        }
         Ok(Completion { store, terminal })
     }
 
+    /// The outcome of job `key`'s in-flight target is stored, at `now`: the target is no longer
+    /// in flight, and the job goes back into the rotation (due at once, or at its retry time).
+    /// Returns the job's terminal status if the machine was closed while the outcome was being
+    /// stored (`failed`, [`ERR_CLOSED`]).
+    pub fn handle_stored(&mut self, key: JobKey, now: Duration) -> Result<Option<Terminal>, MachineError> {
+        let job = self.jobs.get_mut(&key).ok_or(MachineError::UnknownJob)?;
+        let Some(retry_at) = job.storing.take() else {
+            return Err(MachineError::NotInFlight);
+        };
+        job.inflight = false;
+        let mut terminal = None;
+        match job.phase {
+            Phase::Live => match retry_at {
+                Some(due) => {
+                    job.due = Some(due);
+                    self.waiting.insert((due, key));
+                }
+                None => {
+                    self.ready.insert(key);
+                }
+            },
+            Phase::Closing => {
+                terminal = Some(closed_terminal(job, now));
+                self.end(key);
+            }
+            Phase::Cancelled | Phase::Finished => self.remove(key),
+        }
+        self.set_inflight(self.inflight.saturating_sub(1));
+        Ok(terminal)
+    }
+
     /// Cancels the live job `id` at `now`: nothing more of it is dispatched; an in-flight target
-    /// is still stored when it returns. `None` if `id` is not live.
+    /// is still stored when it returns. `None` if `id` is not live (unknown, terminal, or
+    /// cancelled already).
     pub fn cancel(&mut self, id: &str, now: Duration) -> Option<Cancelled> {
         let key = self.job_key(id)?;
         let job = self.jobs.get_mut(&key)?;
@@ -461,8 +490,8 @@ impl JobMachine {
 
     /// Closes the machine at `now`: nothing more is dispatched or submitted. Returns the live
     /// jobs with nothing in flight, each now terminal (`failed`, [`ERR_CLOSED`]); a live job
-    /// with a target in flight is reported by [`handle_outcome`](Self::handle_outcome) instead.
-    /// A second call returns nothing.
+    /// with a target in flight is reported by [`handle_outcome`](Self::handle_outcome) or
+    /// [`handle_stored`](Self::handle_stored) instead. A second call returns nothing.
     pub fn close(&mut self, now: Duration) -> Vec<Terminal> {
         if self.closed {
             return Vec::new();

@@ -37,6 +37,19 @@ pub struct Options {
     pub recover: bool,
 }
 
+impl Options {
+    /// The JSON stored for these options (as `serde_json::to_string`).
+    pub fn to_json(&self) -> String {
+        // Strings, an Option<bool> and a bool always serialize.
+        serde_json::to_string(self).unwrap_or_else(|_| String::from("{}"))
+    }
+
+    /// Options decoded from their stored JSON.
+    pub fn from_json(json: &str) -> Result<Options, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+}
+
 /// One thing to fetch: a URL and its options. JSON: `{"url":..,"options":{..}}`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Target {
@@ -56,6 +69,18 @@ pub struct TargetResult {
     /// Any other fields the fetcher reports (status, content type, …).
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub meta: serde_json::Map<String, serde_json::Value>,
+}
+
+impl TargetResult {
+    /// The JSON stored for this result (as `serde_json::to_string`).
+    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string(self)
+    }
+
+    /// A result decoded from its stored JSON.
+    pub fn from_json(json: &str) -> Result<TargetResult, serde_json::Error> {
+        serde_json::from_str(json)
+    }
 }
 
 /// A failure with an agent-facing hint. `Display` is `msg`.

@@ -1,0 +1,550 @@
+//! [`Runner`]: binds a [`JobMachine`], a [`BatchStore`] and a [`Fetch`].
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use rota_core::machine::{
+    Completion, Dispatch, ERR_CLOSED, ERR_INTERNAL, ERR_INTERRUPTED, Event, JobKey, MachineConfig,
+    Outcome, Store, Terminal,
+};
+use rota_core::{
+    Admission, BatchStore, Caller, CallerClass, Caps, Config, FetchError, JobMachine, JobOutcome,
+    JobStatus, JobView, NewJob, Options, StoreError, SubmitError, Target, TargetRow, TargetWrite,
+    idem_key,
+};
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::Fetch;
+use crate::catch::CatchUnwind;
+
+/// The answer to a submit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Submitted {
+    /// The job's id.
+    pub id: String,
+    /// Whether an existing job was returned (idempotency) rather than a new one stored.
+    pub reused: bool,
+}
+
+/// A running batch job runner: a cheap, cloneable handle (`Send + Sync`).
+///
+/// Dropping every handle without [`close`](Runner::close) stops the workers after their
+/// in-flight targets are stored; jobs still live stay live in the store until the next
+/// [`start`](Runner::start) fails them `interrupted`.
+#[derive(Clone)]
+pub struct Runner {
+    inner: Arc<Inner>,
+    _guard: Arc<DropGuard>,
+}
+
+struct DropGuard(CancellationToken);
+
+impl Drop for DropGuard {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+struct Inner {
+    store: Arc<dyn BatchStore>,
+    fetch: Arc<dyn Fetch>,
+    cfg: Config,
+    caps: Caps,
+    epoch: Instant,
+    state: Mutex<State>,
+    wake: Notify,
+    cancel: CancellationToken,
+    closing: AtomicBool,
+    closed: watch::Sender<bool>,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+struct State {
+    machine: JobMachine,
+    callers: HashMap<JobKey, Arc<Caller>>,
+}
+
+impl std::fmt::Debug for Runner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runner")
+            .field("cfg", &self.inner.cfg)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runner {
+    /// Recovers the store (every queued or running job it holds becomes `failed` with error
+    /// `interrupted`), then starts `cfg.workers` workers on the current tokio runtime.
+    pub async fn start(
+        store: Arc<dyn BatchStore>,
+        fetch: impl Fetch,
+        cfg: Config,
+    ) -> Result<Runner, StoreError> {
+        let cfg = cfg.normalized();
+        let recovered = store
+            .recover(ERR_INTERRUPTED, cfg.clock.now_unix())
+            .await?;
+        if recovered > 0 {
+            info!(jobs = recovered, "failed the jobs left live as interrupted");
+        }
+        let caps = Caps {
+            targets_per_job: cfg.targets_per_job,
+            jobs_per_caller: cfg.jobs_per_caller,
+            jobs_total: cfg.jobs_total,
+            ttl_secs: cfg.ttl_secs(),
+        };
+        let inner = Arc::new(Inner {
+            store,
+            fetch: Arc::new(fetch),
+            caps,
+            epoch: Instant::now(),
+            state: Mutex::new(State {
+                machine: JobMachine::new(MachineConfig::from(&cfg)),
+                callers: HashMap::new(),
+            }),
+            wake: Notify::new(),
+            cancel: CancellationToken::new(),
+            closing: AtomicBool::new(false),
+            closed: watch::Sender::new(false),
+            workers: Mutex::new(Vec::new()),
+            cfg,
+        });
+        let handles: Vec<JoinHandle<()>> = (0..inner.cfg.workers)
+            .map(|n| tokio::spawn(worker(inner.clone(), n)))
+            .collect();
+        *lock(&inner.workers) = handles;
+        debug!(workers = inner.cfg.workers, "runner started");
+        Ok(Runner {
+            _guard: Arc::new(DropGuard(inner.cancel.clone())),
+            inner,
+        })
+    }
+
+    /// Submits a job of `targets` for `caller` (SPEC §3): reuses a job of the same caller and
+    /// targets while it is reusable, else checks the caps and stores a new job `queued` before
+    /// returning. The caller is kept in memory for the fetch, never stored.
+    pub async fn submit(
+        &self,
+        caller: Caller,
+        class: CallerClass,
+        targets: Vec<Target>,
+    ) -> Result<Submitted, SubmitError> {
+        let inner = &*self.inner;
+        if targets.is_empty() {
+            return Err(SubmitError::NoTargets);
+        }
+        if inner.closing.load(Ordering::SeqCst) {
+            return Err(SubmitError::Store(StoreError::Closed));
+        }
+        let mut rows = Vec::with_capacity(targets.len());
+        for t in &targets {
+            rows.push((t.url.clone(), t.options.to_json()));
+        }
+        let now = inner.cfg.clock.now_unix();
+        let job = NewJob {
+            id: new_id(),
+            caller: caller.name.clone(),
+            class,
+            idem_key: idem_key(&caller.name, &targets),
+            targets: rows,
+            now,
+        };
+        match inner.store.admit(&job, &inner.caps).await? {
+            Admission::Reused { id } => {
+                debug!(job = %id, "submit reused a job");
+                inner.cfg.hooks.job(JobOutcome::Reused);
+                Ok(Submitted { id, reused: true })
+            }
+            Admission::TooManyTargets { max, got } => Err(SubmitError::TooManyTargets { max, got }),
+            Admission::CallerBusy => Err(SubmitError::CallerBusy),
+            Admission::Busy => Err(SubmitError::Busy),
+            Admission::Created => {
+                let accepted = {
+                    let mut st = inner.lock();
+                    let r = st
+                        .machine
+                        .submit(&job.id, job.targets.len(), inner.mono());
+                    if let Ok(key) = r {
+                        st.callers.insert(key, Arc::new(caller));
+                    }
+                    inner.drain(&mut st);
+                    r.is_ok()
+                };
+                if !accepted {
+                    // Closed between the admit and now: the job must not stay live.
+                    inner
+                        .set_status(&job.id, JobStatus::Failed, ERR_CLOSED)
+                        .await;
+                    return Err(SubmitError::Store(StoreError::Closed));
+                }
+                debug!(job = %job.id, targets = job.targets.len(), "job created");
+                inner.cfg.hooks.job(JobOutcome::Created);
+                match inner.store.sweep(now, inner.caps.ttl_secs).await {
+                    Ok(0) => {}
+                    Ok(n) => debug!(jobs = n, "swept expired jobs"),
+                    Err(e) => warn!(job = %job.id, error = %e, "store: sweep failed"),
+                }
+                inner.wake.notify_waiters();
+                Ok(Submitted {
+                    id: job.id,
+                    reused: false,
+                })
+            }
+        }
+    }
+
+    /// Cancels the live job `id`: it is `cancelled` in the store at once; its in-flight target,
+    /// if any, finishes and is stored; no further target starts. `false` for an unknown id or a
+    /// job that is already terminal.
+    pub async fn cancel(&self, id: &str) -> bool {
+        let inner = &*self.inner;
+        let cancelled = {
+            let mut st = inner.lock();
+            let key = st.machine.job_key(id);
+            let c = st.machine.cancel(id, inner.mono());
+            if let (Some(c), Some(key)) = (&c, key)
+                && !c.inflight
+            {
+                st.callers.remove(&key);
+            }
+            inner.drain(&mut st);
+            c
+        };
+        let Some(c) = cancelled else {
+            return false;
+        };
+        inner.set_status(id, JobStatus::Cancelled, "").await;
+        debug!(job = %id, inflight = c.inflight, "job cancelled");
+        inner.cfg.hooks.job(JobOutcome::Cancelled);
+        inner.cfg.hooks.job_seconds(c.elapsed);
+        inner.wake.notify_waiters();
+        true
+    }
+
+    /// The stored job `id` and its targets (results decoded), or `None`. Writes nothing.
+    pub async fn status(&self, id: &str) -> Result<Option<JobView>, StoreError> {
+        let store = &self.inner.store;
+        let Some(job) = store.job(id).await? else {
+            return Ok(None);
+        };
+        let targets = store.targets(id).await?;
+        Ok(Some(JobView {
+            job: job.to_job(),
+            targets: targets.iter().map(TargetRow::to_status).collect(),
+        }))
+    }
+
+    /// Sets job `id`'s lease to now: its TTL counts from here. The embedding API calls it after
+    /// an owner's read.
+    pub async fn touch(&self, id: &str) {
+        let now = self.inner.cfg.clock.now_unix();
+        match self.inner.store.touch(id, now).await {
+            Ok(true) => {}
+            Ok(false) => debug!(job = %id, "touch: no such job"),
+            Err(e) => warn!(job = %id, error = %e, "store: touch failed"),
+        }
+    }
+
+    /// Stops the runner: no target starts any more, the fetch token is cancelled, the in-flight
+    /// fetches return and their outcomes are stored, then every job still live is `failed` with
+    /// error `runner closed`. Idempotent: a second call waits for the first to finish.
+    pub async fn close(&self) {
+        let inner = &*self.inner;
+        if inner.closing.swap(true, Ordering::SeqCst) {
+            let mut rx = inner.closed.subscribe();
+            let _ = rx.wait_for(|done| *done).await;
+            return;
+        }
+        let ended = {
+            let mut st = inner.lock();
+            let ended = st.machine.close(inner.mono());
+            inner.drain(&mut st);
+            ended
+        };
+        inner.cancel.cancel();
+        inner.wake.notify_waiters();
+        let handles = std::mem::take(&mut *lock(&inner.workers));
+        for h in handles {
+            if let Err(e) = h.await {
+                warn!(error = %e, "a worker ended abnormally");
+            }
+        }
+        for t in ended {
+            inner.set_status(&t.id, JobStatus::Failed, t.error).await;
+            inner.report_terminal(&t);
+        }
+        inner.lock().callers.clear();
+        debug!("runner closed");
+        inner.closed.send_replace(true);
+    }
+}
+
+/// One worker: takes the next target the machine dispatches, runs it, and sleeps while nothing
+/// is due.
+async fn worker(inner: Arc<Inner>, n: usize) {
+    loop {
+        // Enabled before the machine is asked, so a wake-up between the two is not lost.
+        let notified = inner.wake.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let next = {
+            let mut st = inner.lock();
+            if st.machine.is_closed() || inner.cancel.is_cancelled() {
+                break;
+            }
+            match st.machine.poll_dispatch(inner.mono()) {
+                Some(d) => {
+                    let caller = st.callers.get(&d.key).cloned();
+                    inner.drain(&mut st);
+                    Ok((d, caller))
+                }
+                None => Err(st.machine.poll_timeout()),
+            }
+        };
+        match next {
+            Ok((d, caller)) => inner.run_target(d, caller).await,
+            Err(timeout) => {
+                let deadline = timeout.map(|t| inner.epoch + t);
+                tokio::select! {
+                    () = &mut notified => {}
+                    () = sleep_until(deadline) => {}
+                    () = inner.cancel.cancelled() => {}
+                }
+            }
+        }
+    }
+    debug!(worker = n, "worker stopped");
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// What one fetch produced, ready to store.
+struct Fetched {
+    outcome: Outcome,
+    /// The write for a final outcome (done or failed).
+    write: TargetWrite,
+    err: Option<FetchError>,
+    result_bytes: usize,
+}
+
+impl Fetched {
+    fn failed(err: FetchError) -> Self {
+        let (error, hint) = match &err {
+            FetchError::Target(t) => (t.msg.clone(), t.hint.clone()),
+            FetchError::RetryLater(s) | FetchError::Other(s) => (s.clone(), String::new()),
+        };
+        Fetched {
+            outcome: Outcome::Failed,
+            write: TargetWrite::Failed { error, hint },
+            err: Some(err),
+            result_bytes: 0,
+        }
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
+    /// Monotonic time since the runner started: the machine's clock.
+    fn mono(&self) -> Duration {
+        self.epoch.elapsed()
+    }
+
+    /// Reports the machine's depth and in-flight changes, in order, under the state lock so
+    /// that the hooks see them in the order they happened.
+    fn drain(&self, st: &mut State) {
+        while let Some(ev) = st.machine.poll_event() {
+            match ev {
+                Event::Depth(n) => self.cfg.hooks.depth(n),
+                Event::Inflight(n) => self.cfg.hooks.inflight(n),
+            }
+        }
+    }
+
+    async fn set_status(&self, id: &str, status: JobStatus, error: &str) {
+        let now = self.cfg.clock.now_unix();
+        match self.store.set_status(id, status, error, now).await {
+            Ok(true) => {}
+            Ok(false) => debug!(job = %id, %status, "status unchanged: job missing or final"),
+            Err(e) => warn!(job = %id, %status, error = %e, "store: set status failed"),
+        }
+    }
+
+    fn report_terminal(&self, t: &Terminal) {
+        let outcome = match t.status {
+            JobStatus::Done => JobOutcome::Done,
+            JobStatus::Partial => JobOutcome::Partial,
+            JobStatus::Cancelled => JobOutcome::Cancelled,
+            JobStatus::Failed | JobStatus::Queued | JobStatus::Running => JobOutcome::Failed,
+        };
+        info!(job = %t.id, status = %t.status, "job finished");
+        self.cfg.hooks.job(outcome);
+        self.cfg.hooks.job_seconds(t.elapsed);
+    }
+
+    /// Starts, fetches and stores one dispatched target, then reports it.
+    async fn run_target(&self, d: Dispatch, caller: Option<Arc<Caller>>) {
+        let started = Instant::now();
+        let fetched = self.fetch_one(&d, caller).await;
+        let elapsed = started.elapsed();
+
+        let completion = {
+            let mut st = self.lock();
+            let c = st
+                .machine
+                .handle_outcome(d.key, d.idx, fetched.outcome, self.mono());
+            self.drain(&mut st);
+            c
+        };
+        let Completion { store, terminal } = match completion {
+            Ok(c) => c,
+            Err(e) => {
+                warn!(job = %d.id, idx = d.idx, error = %e, "machine refused an outcome");
+                return;
+            }
+        };
+        let write = match store {
+            Store::Done | Store::Failed | Store::GiveUp => fetched.write,
+            Store::Pending { .. } => TargetWrite::Pending,
+        };
+        let finish = terminal
+            .as_ref()
+            .filter(|t| t.error.is_empty())
+            .map(|t| t.status);
+        let now = self.cfg.clock.now_unix();
+        match self
+            .store
+            .finish_target(&d.id, d.idx, &write, now, finish)
+            .await
+        {
+            Ok(true) => debug!(job = %d.id, idx = d.idx, store = ?store, "target stored"),
+            Ok(false) => warn!(job = %d.id, idx = d.idx, "store: target missing, outcome not stored"),
+            Err(e) => warn!(job = %d.id, idx = d.idx, error = %e, "store: storing the target failed"),
+        }
+        if let Some(t) = terminal.as_ref().filter(|t| !t.error.is_empty()) {
+            self.set_status(&t.id, t.status, t.error).await;
+        }
+
+        let closed = {
+            let mut st = self.lock();
+            let r = st.machine.handle_stored(d.key, self.mono());
+            if st.machine.job_key(&d.id).is_none() {
+                st.callers.remove(&d.key);
+            }
+            self.drain(&mut st);
+            r
+        };
+        let closed = match closed {
+            Ok(t) => t,
+            Err(e) => {
+                warn!(job = %d.id, idx = d.idx, error = %e, "machine refused a stored outcome");
+                None
+            }
+        };
+        if let Some(t) = &closed {
+            self.set_status(&t.id, t.status, t.error).await;
+        }
+
+        if store.is_final() {
+            self.cfg
+                .hooks
+                .target(fetched.err.as_ref(), elapsed, fetched.result_bytes);
+            match self.store.evict(self.cfg.max_bytes).await {
+                Ok(0) => {}
+                Ok(n) => debug!(jobs = n, "evicted terminal jobs over the byte budget"),
+                Err(e) => warn!(job = %d.id, error = %e, "store: evict failed"),
+            }
+        }
+        for t in terminal.iter().chain(closed.iter()) {
+            self.report_terminal(t);
+        }
+        self.wake.notify_waiters();
+    }
+
+    /// Marks the target running and fetches it, catching a panic.
+    async fn fetch_one(&self, d: &Dispatch, caller: Option<Arc<Caller>>) -> Fetched {
+        let now = self.cfg.clock.now_unix();
+        let row = match self.store.start_target(&d.id, d.idx, now).await {
+            Ok(Some(row)) => row,
+            Ok(None) => {
+                warn!(job = %d.id, idx = d.idx, "store: target missing, not fetched");
+                return Fetched::failed(FetchError::Other("target missing from the store".into()));
+            }
+            Err(e) => {
+                warn!(job = %d.id, idx = d.idx, error = %e, "store: starting the target failed");
+                return Fetched::failed(FetchError::Other(format!("store: {e}")));
+            }
+        };
+        if d.first {
+            debug!(job = %d.id, "job running");
+        }
+        let options = match Options::from_json(&row.options) {
+            Ok(o) => o,
+            Err(e) => {
+                warn!(job = %d.id, idx = d.idx, "stored options could not be decoded");
+                return Fetched::failed(FetchError::Other(format!("corrupt stored options: {e}")));
+            }
+        };
+        let Some(caller) = caller else {
+            warn!(job = %d.id, idx = d.idx, "no caller held for the job");
+            return Fetched::failed(FetchError::Other(ERR_INTERNAL.into()));
+        };
+        let target = Target {
+            url: row.url,
+            options,
+        };
+        let fut = self.fetch.fetch(caller, target, self.cancel.clone());
+        let res = match CatchUnwind(fut).await {
+            Ok(r) => r,
+            Err(_payload) => {
+                warn!(job = %d.id, idx = d.idx, "the fetch panicked");
+                Err(FetchError::Other(ERR_INTERNAL.into()))
+            }
+        };
+        match res {
+            Ok(result) => match result.to_json() {
+                Ok(json) => Fetched {
+                    outcome: Outcome::Done,
+                    result_bytes: json.len(),
+                    write: TargetWrite::Done { result: json },
+                    err: None,
+                },
+                Err(e) => {
+                    warn!(job = %d.id, idx = d.idx, "the result could not be encoded");
+                    Fetched::failed(FetchError::Other(format!("{ERR_INTERNAL}: {e}")))
+                }
+            },
+            Err(err @ FetchError::RetryLater(_)) => Fetched {
+                outcome: Outcome::Busy,
+                ..Fetched::failed(err)
+            },
+            Err(err) => Fetched::failed(err),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic under this lock (in a hook) must not stop the runner: the state is still valid,
+    // since every mutation under it completes before any hook runs.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A new job id: 16 random bytes, lowercase hex.
+fn new_id() -> String {
+    let mut b = [0u8; 16];
+    rand::fill(&mut b);
+    rota_core::hex(&b)
+}
