@@ -38,6 +38,9 @@ pub enum StoreError {
     /// A row the operation needs does not exist.
     #[error("not found: {0}")]
     NotFound(String),
+    /// The write conflicts with what is stored (for example, admitting an id that exists).
+    #[error("conflict: {0}")]
+    Conflict(String),
     /// Stored data could not be decoded, or the file is not a rota store.
     #[error("corrupt data: {0}")]
     Corrupt(String),
@@ -68,7 +71,10 @@ pub enum StoreError {
 
 impl StoreError {
     /// A backend error: `context` says what the store was doing.
-    pub fn backend(context: impl Into<String>, source: impl StdError + Send + Sync + 'static) -> Self {
+    pub fn backend(
+        context: impl Into<String>,
+        source: impl StdError + Send + Sync + 'static,
+    ) -> Self {
         StoreError::Backend {
             context: context.into(),
             source: BackendError::new(source),

@@ -272,8 +272,8 @@ pub fn sweepable(status: JobStatus, lease: i64, now: i64, ttl_secs: i64) -> bool
 ///      `pending`, all or nothing → [`Admission::Created`].
 ///
 ///   Concurrent admits, from one process or (for a shared store) many, never exceed a cap and
-///   never create two reusable jobs for one caller and key. Admitting an id that exists is an
-///   error and stores nothing.
+///   never create two reusable jobs for one caller and key. Admitting an id that exists is a
+///   [`StoreError::Conflict`] and stores nothing.
 /// - **Statuses.** A terminal status (done, partial, failed, cancelled) is final: nothing changes
 ///   it. `running` is set only from `queued`. [`may_transition`] is the rule; a write it forbids
 ///   changes nothing and returns `false`. Storing a target never changes its job's status, except
@@ -289,7 +289,7 @@ pub fn sweepable(status: JobStatus, lease: i64, now: i64, ttl_secs: i64) -> bool
 ///   when there is nothing to delete.
 /// - **Recover** sets every queued or running job `failed` with the given error.
 /// - **Unknown ids** are not errors: reads return `None` or an empty list, writes return `false`
-///   (or `None`).
+///   (or `None`). A write that returns `false` or `None` changes nothing, lease included.
 /// - **Data** round-trips exactly: any UTF-8 (non-ASCII, quotes, NULs, newlines), empty strings,
 ///   and results of a mebibyte and more.
 /// - **Crash safety** (file stores): after a crash at any moment the store opens, every write
@@ -362,6 +362,65 @@ pub trait BatchStore: Send + Sync {
     async fn total_bytes(&self) -> Result<u64, StoreError>;
 }
 
+/// A shared store is a store: `Arc<S>` forwards every call.
+#[async_trait]
+impl<S: BatchStore + ?Sized> BatchStore for std::sync::Arc<S> {
+    async fn admit(&self, job: &NewJob, caps: &Caps) -> Result<Admission, StoreError> {
+        (**self).admit(job, caps).await
+    }
+    async fn job(&self, id: &str) -> Result<Option<JobRow>, StoreError> {
+        (**self).job(id).await
+    }
+    async fn targets(&self, id: &str) -> Result<Vec<TargetRow>, StoreError> {
+        (**self).targets(id).await
+    }
+    async fn start_target(
+        &self,
+        id: &str,
+        idx: usize,
+        now: i64,
+    ) -> Result<Option<TargetRow>, StoreError> {
+        (**self).start_target(id, idx, now).await
+    }
+    async fn finish_target(
+        &self,
+        id: &str,
+        idx: usize,
+        write: &TargetWrite,
+        now: i64,
+        finish: Option<JobStatus>,
+    ) -> Result<bool, StoreError> {
+        (**self).finish_target(id, idx, write, now, finish).await
+    }
+    async fn set_status(
+        &self,
+        id: &str,
+        status: JobStatus,
+        error: &str,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        (**self).set_status(id, status, error, now).await
+    }
+    async fn touch(&self, id: &str, now: i64) -> Result<bool, StoreError> {
+        (**self).touch(id, now).await
+    }
+    async fn sweep(&self, now: i64, ttl_secs: i64) -> Result<usize, StoreError> {
+        (**self).sweep(now, ttl_secs).await
+    }
+    async fn evict(&self, max_bytes: u64) -> Result<usize, StoreError> {
+        (**self).evict(max_bytes).await
+    }
+    async fn recover(&self, error: &str, now: i64) -> Result<usize, StoreError> {
+        (**self).recover(error, now).await
+    }
+    async fn live_jobs(&self, caller: Option<&str>) -> Result<usize, StoreError> {
+        (**self).live_jobs(caller).await
+    }
+    async fn total_bytes(&self) -> Result<u64, StoreError> {
+        (**self).total_bytes().await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -408,11 +467,18 @@ mod tests {
         });
         let st = row.to_status();
         assert_eq!(st.result, None);
-        assert!(st.error.starts_with("corrupt stored result"), "{}", st.error);
+        assert!(
+            st.error.starts_with("corrupt stored result"),
+            "{}",
+            st.error
+        );
         row.apply(&TargetWrite::Done {
             result: r#"{"content":"x"}"#.into(),
         });
-        assert_eq!(row.to_status().result.map(|r| r.content).as_deref(), Some("x"));
+        assert_eq!(
+            row.to_status().result.map(|r| r.content).as_deref(),
+            Some("x")
+        );
     }
 
     #[test]

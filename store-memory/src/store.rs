@@ -1,0 +1,232 @@
+//! [`MemoryStore`]: the [`BatchStore`] over [`State`] behind one mutex.
+
+use std::fmt;
+use std::sync::{Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use rota_core::{
+    Admission, BatchStore, Caps, JobRow, JobStatus, NewJob, StoreError, TargetRow, TargetWrite,
+};
+
+use crate::state::State;
+
+/// A [`BatchStore`] in process memory, for tests and for runners that need no persistence.
+///
+/// Cheap to create; share it as an `Arc<dyn BatchStore>`. Every operation holds one lock for
+/// the duration of a few map and index updates and never across an await, so it is safe and
+/// atomic under any number of concurrent callers. See the crate docs for its indexes.
+#[derive(Default)]
+pub struct MemoryStore {
+    state: Mutex<State>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The lock. No code of this crate panics under it, so a poisoned lock still holds a
+    /// consistent state and is taken over.
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Shows counts only: the rows hold URLs, which are never to be logged.
+impl fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("MemoryStore");
+        match self.state.try_lock() {
+            Ok(s) => d
+                .field("jobs", &s.len())
+                .field("live_jobs", &s.live_jobs(None))
+                .field("total_bytes", &s.total_bytes())
+                .finish(),
+            Err(_) => d.finish_non_exhaustive(),
+        }
+    }
+}
+
+#[async_trait]
+impl BatchStore for MemoryStore {
+    async fn admit(&self, job: &NewJob, caps: &Caps) -> Result<Admission, StoreError> {
+        self.state().admit(job, caps)
+    }
+
+    async fn job(&self, id: &str) -> Result<Option<JobRow>, StoreError> {
+        Ok(self.state().job(id))
+    }
+
+    async fn targets(&self, id: &str) -> Result<Vec<TargetRow>, StoreError> {
+        Ok(self.state().targets(id))
+    }
+
+    async fn start_target(
+        &self,
+        id: &str,
+        idx: usize,
+        now: i64,
+    ) -> Result<Option<TargetRow>, StoreError> {
+        Ok(self.state().start_target(id, idx, now))
+    }
+
+    async fn finish_target(
+        &self,
+        id: &str,
+        idx: usize,
+        write: &TargetWrite,
+        now: i64,
+        finish: Option<JobStatus>,
+    ) -> Result<bool, StoreError> {
+        Ok(self.state().finish_target(id, idx, write, now, finish))
+    }
+
+    async fn set_status(
+        &self,
+        id: &str,
+        status: JobStatus,
+        error: &str,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        Ok(self.state().set_status(id, status, error, now))
+    }
+
+    async fn touch(&self, id: &str, now: i64) -> Result<bool, StoreError> {
+        Ok(self.state().touch(id, now))
+    }
+
+    async fn sweep(&self, now: i64, ttl_secs: i64) -> Result<usize, StoreError> {
+        Ok(self.state().sweep(now, ttl_secs))
+    }
+
+    async fn evict(&self, max_bytes: u64) -> Result<usize, StoreError> {
+        Ok(self.state().evict(max_bytes))
+    }
+
+    async fn recover(&self, error: &str, now: i64) -> Result<usize, StoreError> {
+        Ok(self.state().recover(error, now))
+    }
+
+    async fn live_jobs(&self, caller: Option<&str>) -> Result<usize, StoreError> {
+        Ok(self.state().live_jobs(caller))
+    }
+
+    async fn total_bytes(&self) -> Result<u64, StoreError> {
+        Ok(self.state().total_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rota_core::CallerClass;
+
+    fn new_job(id: &str, caller: &str, key: &str, n: usize, now: i64) -> NewJob {
+        NewJob {
+            id: id.into(),
+            caller: caller.into(),
+            class: CallerClass::Fleet,
+            idem_key: key.into(),
+            targets: (0..n).map(|i| (format!("u{i}"), "{}".into())).collect(),
+            now,
+        }
+    }
+
+    const CAPS: Caps = Caps {
+        targets_per_job: 8,
+        jobs_per_caller: 4,
+        jobs_total: 6,
+        ttl_secs: 50,
+    };
+
+    /// A deterministic random walk over every operation keeps every index equal to a recount.
+    #[test]
+    fn indexes_match_a_recount_after_every_operation() {
+        let mut s = State::default();
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let statuses = JobStatus::ALL;
+        let (mut created, mut deleted, mut recovered) = (0, 0, 0);
+        for step in 0..5_000i64 {
+            let id = format!("{:02}", next(24));
+            let idx = next(5) as usize;
+            let now = step / 3;
+            match next(9) {
+                0 => {
+                    let job = new_job(
+                        &id,
+                        &format!("c{}", next(3)),
+                        &format!("k{}", next(4)),
+                        1 + idx,
+                        now,
+                    );
+                    if s.admit(&job, &CAPS) == Ok(Admission::Created) {
+                        created += 1;
+                    }
+                }
+                1 => {
+                    s.start_target(&id, idx, now);
+                }
+                2 | 3 => {
+                    let write = match next(3) {
+                        0 => TargetWrite::Pending,
+                        1 => TargetWrite::Done {
+                            result: "r".repeat(next(40) as usize),
+                        },
+                        _ => TargetWrite::Failed {
+                            error: "e".repeat(next(9) as usize),
+                            hint: "h".into(),
+                        },
+                    };
+                    let finish = statuses.get(next(8) as usize).copied();
+                    s.finish_target(&id, idx, &write, now, finish);
+                }
+                4 => {
+                    let to = statuses.get(next(6) as usize).copied().unwrap();
+                    s.set_status(&id, to, "x", now);
+                }
+                5 => {
+                    s.touch(&id, now);
+                }
+                6 => {
+                    deleted += s.sweep(now, next(60) as i64);
+                }
+                7 => {
+                    deleted += s.evict(next(400));
+                }
+                _ => {
+                    if next(50) == 0 {
+                        recovered += s.recover("interrupted", now);
+                    }
+                }
+            }
+            if let Err(e) = s.check() {
+                panic!("step {step}: {e}");
+            }
+        }
+        // The walk must reach every kind of change, or it proves little.
+        assert!(
+            created > 100 && deleted > 100 && recovered > 0,
+            "{created} {deleted} {recovered}"
+        );
+    }
+
+    #[tokio::test]
+    async fn debug_shows_counts_not_rows() {
+        let store = MemoryStore::new();
+        let job = new_job("a1", "alice", "k", 1, 10);
+        store.admit(&job, &CAPS).await.unwrap();
+        let shown = format!("{store:?}");
+        assert_eq!(
+            shown,
+            "MemoryStore { jobs: 1, live_jobs: 1, total_bytes: 4 }"
+        );
+        assert!(!shown.contains("u0"));
+    }
+}
