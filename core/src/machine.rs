@@ -43,8 +43,10 @@
 //!   failed → failed, else partial.
 //! - A cancelled job dispatches nothing more; its in-flight outcome is still stored, and no
 //!   terminal status follows (cancelled is final).
-//! - After close nothing is dispatched; every live job is reported terminal once, `failed` with
-//!   [`ERR_CLOSED`]: at once if it has nothing in flight, else with its in-flight outcome.
+//! - After close nothing is dispatched; every live job is reported terminal once: at once,
+//!   `failed` with [`ERR_CLOSED`], if it has nothing in flight; else when its in-flight outcome
+//!   returns — with its own status if that was its last target, else `failed` with
+//!   [`ERR_CLOSED`].
 //!
 //! # Cost
 //!
@@ -192,7 +194,7 @@ pub enum MachineError {
     /// A job needs at least one target.
     #[error("no targets")]
     NoTargets,
-    /// A live job has this id already.
+    /// The machine holds a job with this id already (live, or with a target still in flight).
     #[error("duplicate job id")]
     DuplicateId,
     /// No live job has this key.
@@ -293,7 +295,9 @@ impl JobMachine {
         self.by_id.get(id).copied()
     }
 
-    /// Whether the job `id` is live (not terminal, not cancelled).
+    /// Whether the job `id` is live: not terminal, not cancelled, and the machine not closed.
+    /// (A job closed with a target in flight still counts in [`live_jobs`](Self::live_jobs)
+    /// until its outcome returns, since the store still holds it live.)
     pub fn is_live(&self, id: &str) -> bool {
         self.job_key(id)
             .and_then(|k| self.jobs.get(&k))
@@ -391,7 +395,7 @@ impl JobMachine {
                     Store::GiveUp
                 } else if job.phase == Phase::Live {
                     Store::Pending {
-                        retry_at: Some(now + cfg.retry_wait),
+                        retry_at: Some(now.saturating_add(cfg.retry_wait)),
                     }
                 } else {
                     Store::Pending { retry_at: None }

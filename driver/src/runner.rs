@@ -310,7 +310,8 @@ async fn worker(inner: Arc<Inner>, n: usize) {
         match next {
             Ok((d, caller)) => inner.run_target(d, caller).await,
             Err(timeout) => {
-                let deadline = timeout.map(|t| inner.epoch + t);
+                // A retry time too far to represent is never.
+                let deadline = timeout.and_then(|t| inner.epoch.checked_add(t));
                 tokio::select! {
                     () = &mut notified => {}
                     () = sleep_until(deadline) => {}
