@@ -80,16 +80,17 @@ impl std::fmt::Debug for Runner {
 
 impl Runner {
     /// Recovers the store (every queued or running job it holds becomes `failed` with error
-    /// `interrupted`), then starts `cfg.workers` workers on the current tokio runtime.
+    /// `interrupted`), then starts `cfg.workers` workers on the current tokio runtime (an error
+    /// outside one).
     pub async fn start(
         store: Arc<dyn BatchStore>,
         fetch: impl Fetch,
         cfg: Config,
     ) -> Result<Runner, StoreError> {
         let cfg = cfg.normalized();
-        let recovered = store
-            .recover(ERR_INTERRUPTED, cfg.clock.now_unix())
-            .await?;
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|e| StoreError::backend("starting the runner's workers", e))?;
+        let recovered = store.recover(ERR_INTERRUPTED, cfg.clock.now_unix()).await?;
         if recovered > 0 {
             info!(jobs = recovered, "failed the jobs left live as interrupted");
         }
@@ -116,7 +117,7 @@ impl Runner {
             cfg,
         });
         let handles: Vec<JoinHandle<()>> = (0..inner.cfg.workers)
-            .map(|n| tokio::spawn(worker(inner.clone(), n)))
+            .map(|n| runtime.spawn(worker(inner.clone(), n)))
             .collect();
         *lock(&inner.workers) = handles;
         debug!(workers = inner.cfg.workers, "runner started");
@@ -167,9 +168,7 @@ impl Runner {
             Admission::Created => {
                 let accepted = {
                     let mut st = inner.lock();
-                    let r = st
-                        .machine
-                        .submit(&job.id, job.targets.len(), inner.mono());
+                    let r = st.machine.submit(&job.id, job.targets.len(), inner.mono());
                     if let Ok(key) = r {
                         st.callers.insert(key, Arc::new(caller));
                     }
@@ -255,12 +254,19 @@ impl Runner {
     /// fetches return and their outcomes are stored, then every job still live is `failed` with
     /// error `runner closed`. Idempotent: a second call waits for the first to finish.
     pub async fn close(&self) {
-        let inner = &*self.inner;
-        if inner.closing.swap(true, Ordering::SeqCst) {
-            let mut rx = inner.closed.subscribe();
-            let _ = rx.wait_for(|done| *done).await;
-            return;
+        let inner = &self.inner;
+        if !inner.closing.swap(true, Ordering::SeqCst) {
+            // Run by a task of its own, so that a caller dropping its close does not stop it.
+            tokio::spawn(inner.clone().close_now());
         }
+        let mut rx = inner.closed.subscribe();
+        let _ = rx.wait_for(|done| *done).await;
+    }
+}
+
+impl Inner {
+    async fn close_now(self: Arc<Self>) {
+        let inner = &*self;
         let ended = {
             let mut st = inner.lock();
             let ended = st.machine.close(inner.mono());
@@ -426,14 +432,27 @@ impl Inner {
             .filter(|t| t.error.is_empty())
             .map(|t| t.status);
         let now = self.cfg.clock.now_unix();
-        match self
+        let stored = match self
             .store
             .finish_target(&d.id, d.idx, &write, now, finish)
             .await
         {
-            Ok(true) => debug!(job = %d.id, idx = d.idx, store = ?store, "target stored"),
-            Ok(false) => warn!(job = %d.id, idx = d.idx, "store: target missing, outcome not stored"),
-            Err(e) => warn!(job = %d.id, idx = d.idx, error = %e, "store: storing the target failed"),
+            Ok(true) => {
+                debug!(job = %d.id, idx = d.idx, store = ?store, "target stored");
+                true
+            }
+            Ok(false) => {
+                warn!(job = %d.id, idx = d.idx, "store: target missing, outcome not stored");
+                false
+            }
+            Err(e) => {
+                warn!(job = %d.id, idx = d.idx, error = %e, "store: storing the target failed");
+                false
+            }
+        };
+        if !stored && let Some(status) = finish {
+            // The job must still end in the store, or it stays live there and holds its caps.
+            self.set_status(&d.id, status, "").await;
         }
         if let Some(t) = terminal.as_ref().filter(|t| !t.error.is_empty()) {
             self.set_status(&t.id, t.status, t.error).await;

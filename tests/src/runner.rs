@@ -1,1 +1,2885 @@
-//! (being written)
+//! The runner behaviour suite: one documented test per rule of SPEC §3–§5 and §8 (and the
+//! housekeeping of §7), run against a real [`Runner`] on any [`BatchStore`].
+//!
+//! Each test is a `pub async fn` that takes a fresh, empty store (`Arc<dyn BatchStore>`) and
+//! returns `Ok(())`, an error (a store or submit error, or a wait that timed out), or panics on
+//! a broken rule with a message naming it. A backend runs the whole list from one file in
+//! `tests/tests/` with [`runner_tests!`](crate::runner_tests), in the shape of
+//! [`conformance_tests!`](crate::conformance_tests):
+//!
+//! ```ignore
+//! use std::sync::Arc;
+//! rota_tests::runner_tests!(sync || (Arc::new(rota_store_memory::MemoryStore::new()), ()));
+//! // or, for a constructor that awaits and a guard (say a temp dir) to keep alive:
+//! rota_tests::runner_tests!(|| async {
+//!     let dir = tempfile::tempdir().unwrap();
+//!     let store = Arc::new(MyStore::open(dir.path().join("db")).unwrap());
+//!     (store, dir)
+//! });
+//! ```
+//!
+//! How the tests stay exact without timing anything:
+//! - the fetch is a [`Probe`]: it records every call (url, attempt, caller, token, when) and
+//!   can hold a url until the test releases it, so "while a0 is in flight" is a state the test
+//!   controls, not a race it hopes to win;
+//! - the hooks are a [`Recorder`], the clock a [`ManualClock`] (TTLs move by `set`, not sleep);
+//! - every wait polls with [`until`] / [`until_status`] and a generous [`WAIT`]; the only
+//!   sleeps are "nothing more happens" checks, which a correct runner cannot fail, and the
+//!   lower bounds of `retry_wait` and of the hooks' durations, which it cannot fail either.
+//!
+//! Log checks capture `tracing` output with a thread-local subscriber ([`LogCapture`]), so
+//! those tests run on a current-thread runtime, where the runner's workers run on the test's
+//! thread.
+
+use std::collections::HashMap;
+use std::error::Error as StdError;
+use std::io;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rota::{
+    Admission, Caller, CallerClass, CancellationToken, Caps, Clock, Config, Fetch, FetchError,
+    Hooks, JobOutcome, JobRow, JobStatus, JobView, NewJob, Options, Runner, StoreError,
+    SubmitError, Submitted, Target, TargetError, TargetResult, TargetRow, TargetState, TargetWrite,
+    idem_key,
+};
+use tokio::sync::{Barrier, Semaphore};
+use tokio::time::Instant;
+use tracing_subscriber::fmt::MakeWriter;
+
+use crate::faulty::{FaultyStore, Op, Timing};
+
+#[doc(hidden)]
+pub use rota_core::BatchStore;
+
+/// What every test returns: an error fails it, as does a panic on a broken rule.
+pub type TestResult = Result<(), Box<dyn StdError + Send + Sync>>;
+
+/// A value or a test failure.
+pub type Res<T> = Result<T, Box<dyn StdError + Send + Sync>>;
+
+/// How long any wait lasts before the test fails: generous, for a loaded machine.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+/// The pause between two polls of a wait.
+pub const POLL: Duration = Duration::from_millis(5);
+
+/// The [`ManualClock`]'s start: every test's "now", in unix seconds.
+pub const T0: i64 = 1_700_000_000;
+
+/// Every test, by name, in the order [`runner_tests!`](crate::runner_tests) generates them.
+pub const TESTS: &[&str] = crate::runner_tests!(@list [names]);
+
+/// Expands to one `#[tokio::test]` per runner test, named after it, each on a fresh store.
+///
+/// The argument makes a store, as for [`conformance_tests!`](crate::conformance_tests): a
+/// closure or fn (no arguments) returning a future of `(Arc<S>, G)` where `S: BatchStore`, or,
+/// after the word `sync`, returning `(Arc<S>, G)` directly. `G` is a guard kept alive until the
+/// test ends (a temp dir, say; `()` for none). Tests that need real parallelism run on a
+/// two-thread runtime; tests that capture logs run on a current-thread runtime.
+#[macro_export]
+macro_rules! runner_tests {
+    (@list [$($mode:tt)*]) => {
+        $crate::runner_tests! { @gen [$($mode)*]
+            mt[
+                submit_stores_the_job_queued_before_returning_and_keeps_the_caller_in_memory,
+                submit_refuses_no_targets_before_anything_else,
+                submit_refuses_more_targets_than_targets_per_job,
+                submit_refuses_a_caller_at_jobs_per_caller,
+                submit_refuses_everyone_at_jobs_total,
+                caps_are_checked_targets_then_caller_then_total,
+                reuse_comes_before_every_cap,
+                submit_reuses_queued_running_done_and_partial_jobs,
+                submit_never_reuses_failed_or_cancelled_jobs,
+                another_caller_with_the_same_targets_gets_its_own_job,
+                reuse_lasts_while_the_lease_is_younger_than_ttl,
+                status_is_a_pure_read,
+                touch_extends_the_lease,
+                concurrent_submits_of_one_key_make_one_job,
+                concurrent_submits_never_exceed_jobs_total,
+                one_worker_alternates_the_targets_of_live_jobs,
+                a_job_is_queued_until_reached_and_running_from_its_first_target,
+                each_job_is_serial_while_two_workers_run_two_jobs_at_once,
+                workers_clamp_to_two,
+                a_busy_target_goes_back_to_pending_and_is_retried,
+                a_busy_target_is_tried_again_no_sooner_than_retry_wait,
+                a_busy_target_does_not_hold_up_other_jobs,
+                a_target_busy_for_longer_than_retry_for_fails_with_the_busy_text,
+                a_result_with_meta_round_trips_through_status,
+                a_target_error_keeps_msg_and_hint_and_other_keeps_its_text,
+                the_terminal_status_is_done_failed_or_partial,
+                every_hook_reports_with_the_right_counts,
+                hooks_get_the_fetch_time_and_the_submit_to_end_time,
+                idle_workers_never_call_the_store,
+                cancel_lets_the_inflight_target_finish_and_starts_nothing_more,
+                cancel_of_a_queued_job_leaves_every_target_pending,
+                cancelled_is_never_overwritten_by_the_last_inflight_outcome,
+                cancel_is_false_for_unknown_terminal_and_cancelled_ids,
+                status_of_an_unknown_id_is_none_and_a_corrupt_result_is_named,
+                close_waits_for_the_inflight_fetch_then_fails_live_jobs,
+                close_leaves_cancelled_jobs_cancelled_and_a_busy_inflight_target_pending,
+                close_returns_even_after_an_earlier_close_was_abandoned,
+                close_is_idempotent_and_refuses_later_submits,
+                start_fails_leftover_live_jobs_as_interrupted_and_frees_their_caps,
+                sweep_after_a_submit_deletes_expired_jobs_but_never_a_live_one,
+                evict_after_a_stored_target_deletes_terminal_jobs_but_never_a_live_one,
+                a_store_failing_after_a_countdown_loses_no_accepted_outcome,
+            ]
+            ct[
+                a_panic_is_stored_as_internal_error_and_its_value_is_never_kept,
+                a_failing_finish_target_is_logged_at_warn_and_the_job_goes_on,
+                a_job_whose_final_write_fails_still_ends_in_the_store,
+                a_failing_start_target_is_logged_at_warn_and_the_job_goes_on,
+                a_failing_set_status_is_logged_at_warn_and_survived,
+                failing_sweep_and_evict_are_logged_at_warn_and_survived,
+                no_log_line_carries_a_url_host_or_caller_key,
+            ]
+        }
+    };
+    (@gen [names] mt[$($m:ident,)*] ct[$($c:ident,)*]) => {
+        &[$(stringify!($m),)* $(stringify!($c),)*]
+    };
+    (@gen [tests $make:block] mt[$($m:ident,)*] ct[$($c:ident,)*]) => {
+        $(
+            #[doc = concat!("Runner: [`rota_tests::runner::", stringify!($m), "`].")]
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $m() -> $crate::runner::TestResult {
+                let (store, _guard) = $make;
+                let store: ::std::sync::Arc<dyn $crate::runner::BatchStore> = store;
+                $crate::runner::$m(store).await
+            }
+        )*
+        $(
+            #[doc = concat!("Runner (captures logs): [`rota_tests::runner::", stringify!($c), "`].")]
+            #[tokio::test(flavor = "current_thread")]
+            async fn $c() -> $crate::runner::TestResult {
+                let (store, _guard) = $make;
+                let store: ::std::sync::Arc<dyn $crate::runner::BatchStore> = store;
+                $crate::runner::$c(store).await
+            }
+        )*
+    };
+    (sync $make:expr) => {
+        $crate::runner_tests!(@list [tests { ($make)() }]);
+    };
+    ($make:expr) => {
+        $crate::runner_tests!(@list [tests { ($make)().await }]);
+    };
+}
+
+// ---- helpers: waiting ---------------------------------------------------------------------
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A test that panicked under a lock has failed already; the data is still readable.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn failure(msg: String) -> Box<dyn StdError + Send + Sync> {
+    msg.into()
+}
+
+/// Polls `cond` every [`POLL`] until it holds; fails after [`WAIT`], naming `what`.
+pub async fn until(what: &str, mut cond: impl FnMut() -> bool) -> TestResult {
+    let deadline = Instant::now() + WAIT;
+    while !cond() {
+        if Instant::now() >= deadline {
+            return Err(failure(format!(
+                "timed out after {WAIT:?} waiting until {what}"
+            )));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    Ok(())
+}
+
+/// Polls `runner.status(id)` until the job exists and `cond` holds; its view then. Fails after
+/// [`WAIT`], naming `what` and showing the last view.
+pub async fn until_status(
+    runner: &Runner,
+    id: &str,
+    what: &str,
+    cond: impl Fn(&JobView) -> bool,
+) -> Res<JobView> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let view = runner.status(id).await?;
+        if let Some(v) = &view
+            && cond(v)
+        {
+            return Ok(v.clone());
+        }
+        if Instant::now() >= deadline {
+            return Err(failure(format!(
+                "timed out after {WAIT:?} waiting until job {id} {what}; last seen: {view:?}"
+            )));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Awaits `fut`, failing after [`WAIT`] (a hang is a failure, not a stuck test).
+pub async fn within<T>(what: &str, fut: impl Future<Output = T>) -> Res<T> {
+    tokio::time::timeout(WAIT, fut)
+        .await
+        .map_err(|_| failure(format!("{what} did not return within {WAIT:?}")))
+}
+
+/// The states of a view's targets, in idx order.
+pub fn states(v: &JobView) -> Vec<TargetState> {
+    v.targets.iter().map(|t| t.status).collect()
+}
+
+// ---- helpers: jobs ------------------------------------------------------------------------
+
+/// The url of target `idx` of test job `job`: `https://{job}.example/{idx}`.
+pub fn url(job: &str, idx: usize) -> String {
+    format!("https://{job}.example/{idx}")
+}
+
+/// The job part of a test url: everything before its last `/`.
+fn job_of(url: &str) -> &str {
+    url.rsplit_once('/').map_or(url, |(j, _)| j)
+}
+
+/// `n` targets of test job `job`, with default options.
+pub fn targets(job: &str, n: usize) -> Vec<Target> {
+    (0..n).map(|i| target(&url(job, i))).collect()
+}
+
+/// A target of `url` with default options.
+pub fn target(url: &str) -> Target {
+    Target {
+        url: url.to_owned(),
+        options: Options::default(),
+    }
+}
+
+/// A caller named `name`, with a workspace and key that name it.
+pub fn caller(name: &str) -> Caller {
+    Caller {
+        name: name.to_owned(),
+        workspace: format!("workspace-of-{name}"),
+        key_sha256: format!("key-sha256-of-{name}-c0ffee"),
+    }
+}
+
+/// The answer to a submit that returned the existing job `id`.
+pub fn reused(id: impl Into<String>) -> Submitted {
+    Submitted {
+        id: id.into(),
+        reused: true,
+    }
+}
+
+/// What the default [`Probe`] returns for `url`.
+pub fn content_of(url: &str) -> TargetResult {
+    TargetResult {
+        content: format!("content of {url}"),
+        meta: Default::default(),
+    }
+}
+
+/// The length of the JSON the runner stores for `r`.
+pub fn json_len(r: &TargetResult) -> usize {
+    r.to_json().map_or(0, |j| j.len())
+}
+
+// ---- helpers: the fetch -------------------------------------------------------------------
+
+/// What a [`Probe`] does for one fetch.
+#[derive(Debug, Clone)]
+pub enum Act {
+    /// Return this result.
+    Ok(TargetResult),
+    /// Return this error.
+    Fail(FetchError),
+    /// Panic with this value.
+    Panic(String),
+}
+
+/// One recorded fetch.
+#[derive(Debug, Clone)]
+pub struct Call {
+    /// The target's url.
+    pub url: String,
+    /// How many fetches of this url came before this one.
+    pub attempt: usize,
+    /// The caller the runner passed.
+    pub caller: Arc<Caller>,
+    /// The target the runner passed.
+    pub target: Target,
+    /// The token the runner passed.
+    pub cancel: CancellationToken,
+    /// When the fetch started.
+    pub started: Instant,
+    /// When it returned (or panicked), if it has.
+    pub ended: Option<Instant>,
+}
+
+type Script = dyn Fn(&str, usize) -> Act + Send + Sync;
+
+#[derive(Default)]
+struct ProbeLog {
+    calls: Vec<Call>,
+    inflight: usize,
+    max_inflight: usize,
+    per_job: HashMap<String, usize>,
+    max_per_job: usize,
+}
+
+struct ProbeInner {
+    script: Box<Script>,
+    delay: Duration,
+    gates: Mutex<HashMap<String, Arc<Semaphore>>>,
+    log: Mutex<ProbeLog>,
+}
+
+/// A controllable, recording [`Fetch`]. A script maps `(url, attempt)` to an [`Act`]; a url can
+/// be held ([`hold`](Self::hold)) so that its fetch waits until [`release`](Self::release).
+/// Cheap to clone: clones share the record.
+#[derive(Clone)]
+pub struct Probe(Arc<ProbeInner>);
+
+impl Default for Probe {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Probe {
+    /// A probe whose every fetch returns [`content_of`] its url.
+    pub fn new() -> Probe {
+        Probe::scripted(|url, _| Act::Ok(content_of(url)))
+    }
+
+    /// A probe that does what `script(url, attempt)` says.
+    pub fn scripted(script: impl Fn(&str, usize) -> Act + Send + Sync + 'static) -> Probe {
+        Probe::build(Box::new(script), Duration::ZERO)
+    }
+
+    /// A probe whose every fetch returns [`content_of`] its url after `delay`.
+    pub fn slow(delay: Duration) -> Probe {
+        Probe::build(Box::new(|url, _| Act::Ok(content_of(url))), delay)
+    }
+
+    fn build(script: Box<Script>, delay: Duration) -> Probe {
+        Probe(Arc::new(ProbeInner {
+            script,
+            delay,
+            gates: Mutex::new(HashMap::new()),
+            log: Mutex::new(ProbeLog::default()),
+        }))
+    }
+
+    /// From now on, a fetch of `url` waits until [`release`](Self::release)`(url)`.
+    pub fn hold(&self, url: &str) {
+        lock(&self.0.gates).insert(url.to_owned(), Arc::new(Semaphore::new(0)));
+    }
+
+    /// Lets the held fetches of `url` (and every later one) go on.
+    pub fn release(&self, url: &str) {
+        if let Some(gate) = lock(&self.0.gates).remove(url) {
+            gate.close();
+        }
+    }
+
+    /// Releases every held url.
+    pub fn release_all(&self) {
+        for (_, gate) in lock(&self.0.gates).drain() {
+            gate.close();
+        }
+    }
+
+    /// The urls fetched, in the order their fetches started (a retried url appears again).
+    pub fn started(&self) -> Vec<String> {
+        lock(&self.0.log)
+            .calls
+            .iter()
+            .map(|c| c.url.clone())
+            .collect()
+    }
+
+    /// Every recorded fetch.
+    pub fn calls(&self) -> Vec<Call> {
+        lock(&self.0.log).calls.clone()
+    }
+
+    /// How many fetches of `url` started.
+    pub fn attempts(&self, url: &str) -> usize {
+        lock(&self.0.log)
+            .calls
+            .iter()
+            .filter(|c| c.url == url)
+            .count()
+    }
+
+    /// How many fetches of `url` returned.
+    pub fn returned(&self, url: &str) -> usize {
+        let log = lock(&self.0.log);
+        log.calls
+            .iter()
+            .filter(|c| c.url == url && c.ended.is_some())
+            .count()
+    }
+
+    /// The most fetches that were in flight at once.
+    pub fn max_inflight(&self) -> usize {
+        lock(&self.0.log).max_inflight
+    }
+
+    /// The most fetches of one job (urls sharing all but their last path segment) that were in
+    /// flight at once.
+    pub fn max_per_job(&self) -> usize {
+        lock(&self.0.log).max_per_job
+    }
+
+    /// The fetches in flight now.
+    pub fn inflight(&self) -> usize {
+        lock(&self.0.log).inflight
+    }
+}
+
+#[async_trait]
+impl Fetch for Probe {
+    async fn fetch(
+        &self,
+        caller: Arc<Caller>,
+        target: Target,
+        cancel: CancellationToken,
+    ) -> Result<TargetResult, FetchError> {
+        let me = &*self.0;
+        let url = target.url.clone();
+        let job = job_of(&url).to_owned();
+        let (n, attempt) = {
+            let mut log = lock(&me.log);
+            let attempt = log.calls.iter().filter(|c| c.url == url).count();
+            log.calls.push(Call {
+                url: url.clone(),
+                attempt,
+                caller,
+                target,
+                cancel,
+                started: Instant::now(),
+                ended: None,
+            });
+            log.inflight += 1;
+            log.max_inflight = log.max_inflight.max(log.inflight);
+            let per = log.per_job.entry(job.clone()).or_default();
+            *per += 1;
+            let per = *per;
+            log.max_per_job = log.max_per_job.max(per);
+            (log.calls.len() - 1, attempt)
+        };
+        let gate = lock(&me.gates).get(&url).cloned();
+        if let Some(gate) = gate {
+            // Closed on release: the acquire then fails at once, which is the signal.
+            let _ = gate.acquire().await;
+        }
+        if !me.delay.is_zero() {
+            tokio::time::sleep(me.delay).await;
+        }
+        let act = (me.script)(&url, attempt);
+        {
+            let mut log = lock(&me.log);
+            log.inflight = log.inflight.saturating_sub(1);
+            if let Some(per) = log.per_job.get_mut(&job) {
+                *per = per.saturating_sub(1);
+            }
+            if let Some(c) = log.calls.get_mut(n) {
+                c.ended = Some(Instant::now());
+            }
+        }
+        match act {
+            Act::Ok(r) => Ok(r),
+            Act::Fail(e) => Err(e),
+            Act::Panic(value) => std::panic::panic_any(value),
+        }
+    }
+}
+
+// ---- helpers: hooks and clock -------------------------------------------------------------
+
+/// [`Hooks`] that record every call.
+#[derive(Debug, Default)]
+pub struct Recorder {
+    jobs: Mutex<Vec<JobOutcome>>,
+    targets: Mutex<Vec<(Option<FetchError>, usize)>>,
+    target_elapsed: Mutex<Vec<Duration>>,
+    job_seconds: Mutex<Vec<Duration>>,
+    depth: Mutex<Vec<usize>>,
+    inflight: Mutex<Vec<usize>>,
+}
+
+impl Recorder {
+    /// How many times `hooks.job(outcome)` was called.
+    pub fn count(&self, outcome: JobOutcome) -> usize {
+        lock(&self.jobs).iter().filter(|o| **o == outcome).count()
+    }
+
+    /// How many terminal outcomes (done, partial, failed, cancelled) were reported.
+    pub fn terminal(&self) -> usize {
+        lock(&self.jobs)
+            .iter()
+            .filter(|o| !matches!(o, JobOutcome::Created | JobOutcome::Reused))
+            .count()
+    }
+
+    /// Every `hooks.target(err, _, result_bytes)` call, in order.
+    pub fn targets(&self) -> Vec<(Option<FetchError>, usize)> {
+        lock(&self.targets).clone()
+    }
+
+    /// The `elapsed` of every `hooks.target` call, in order.
+    pub fn target_elapsed(&self) -> Vec<Duration> {
+        lock(&self.target_elapsed).clone()
+    }
+
+    /// The `elapsed` of every `hooks.job_seconds` call, in order.
+    pub fn job_elapsed(&self) -> Vec<Duration> {
+        lock(&self.job_seconds).clone()
+    }
+
+    /// How many times `hooks.job_seconds` was called.
+    pub fn job_seconds(&self) -> usize {
+        lock(&self.job_seconds).len()
+    }
+
+    /// Every depth reported, in order.
+    pub fn depth(&self) -> Vec<usize> {
+        lock(&self.depth).clone()
+    }
+
+    /// Every in-flight count reported, in order.
+    pub fn inflight(&self) -> Vec<usize> {
+        lock(&self.inflight).clone()
+    }
+
+    /// Whether the last depth and in-flight counts reported are both 0 (or none was reported).
+    pub fn idle(&self) -> bool {
+        let zero = |v: &Mutex<Vec<usize>>| lock(v).last().is_none_or(|n| *n == 0);
+        zero(&self.depth) && zero(&self.inflight)
+    }
+}
+
+impl Hooks for Recorder {
+    fn job(&self, outcome: JobOutcome) {
+        lock(&self.jobs).push(outcome);
+    }
+    fn target(&self, err: Option<&FetchError>, elapsed: Duration, result_bytes: usize) {
+        lock(&self.targets).push((err.cloned(), result_bytes));
+        lock(&self.target_elapsed).push(elapsed);
+    }
+    fn job_seconds(&self, elapsed: Duration) {
+        lock(&self.job_seconds).push(elapsed);
+    }
+    fn depth(&self, live_jobs: usize) {
+        lock(&self.depth).push(live_jobs);
+    }
+    fn inflight(&self, targets: usize) {
+        lock(&self.inflight).push(targets);
+    }
+}
+
+/// A [`Clock`] the test sets by hand.
+#[derive(Debug)]
+pub struct ManualClock(AtomicI64);
+
+impl ManualClock {
+    /// A clock reading `now`.
+    pub fn new(now: i64) -> Self {
+        ManualClock(AtomicI64::new(now))
+    }
+    /// Makes the clock read `now`.
+    pub fn set(&self, now: i64) {
+        self.0.store(now, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_unix(&self) -> i64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+// ---- helpers: logs ------------------------------------------------------------------------
+
+/// A buffer that `tracing` output is written into; clones share it.
+#[derive(Debug, Clone, Default)]
+pub struct LogBuf(Arc<Mutex<Vec<u8>>>);
+
+impl LogBuf {
+    /// Everything written so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&lock(&self.0)).into_owned()
+    }
+
+    /// The lines at WARN that mention `needle`.
+    pub fn warns_with(&self, needle: &str) -> Vec<String> {
+        self.text()
+            .lines()
+            .filter(|l| l.contains(" WARN ") && l.contains(needle))
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+impl io::Write for LogBuf {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        lock(&self.0).extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> MakeWriter<'a> for LogBuf {
+    type Writer = LogBuf;
+    fn make_writer(&'a self) -> LogBuf {
+        self.clone()
+    }
+}
+
+/// Captures every `tracing` event at TRACE and above on this thread while it lives. Use it on
+/// a current-thread runtime, where the runner's tasks run on the test's thread.
+pub struct LogCapture {
+    /// What was captured.
+    pub buf: LogBuf,
+    _guard: tracing::subscriber::DefaultGuard,
+}
+
+impl LogCapture {
+    /// Starts capturing.
+    pub fn start() -> LogCapture {
+        let buf = LogBuf::default();
+        let sub = tracing_subscriber::fmt()
+            .with_writer(buf.clone())
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .finish();
+        LogCapture {
+            _guard: tracing::subscriber::set_default(sub),
+            buf,
+        }
+    }
+}
+
+// ---- helpers: stores ----------------------------------------------------------------------
+
+/// A [`BatchStore`] over a shared `Arc<dyn BatchStore>` that records every final target write
+/// the wrapped store accepted (so a fault test can check none was lost). Put it under a
+/// [`FaultyStore`] to record only the writes that got past the faults.
+pub struct Shared {
+    inner: Arc<dyn BatchStore>,
+    accepted: Mutex<Vec<(String, usize, TargetWrite)>>,
+}
+
+impl Shared {
+    /// Wraps `inner`.
+    pub fn new(inner: Arc<dyn BatchStore>) -> Self {
+        Shared {
+            inner,
+            accepted: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Every accepted done or failed target write, as (job id, idx, write).
+    pub fn accepted(&self) -> Vec<(String, usize, TargetWrite)> {
+        lock(&self.accepted).clone()
+    }
+}
+
+#[async_trait]
+impl BatchStore for Shared {
+    async fn admit(&self, job: &NewJob, caps: &Caps) -> Result<Admission, StoreError> {
+        self.inner.admit(job, caps).await
+    }
+    async fn job(&self, id: &str) -> Result<Option<JobRow>, StoreError> {
+        self.inner.job(id).await
+    }
+    async fn targets(&self, id: &str) -> Result<Vec<TargetRow>, StoreError> {
+        self.inner.targets(id).await
+    }
+    async fn start_target(
+        &self,
+        id: &str,
+        idx: usize,
+        now: i64,
+    ) -> Result<Option<TargetRow>, StoreError> {
+        self.inner.start_target(id, idx, now).await
+    }
+    async fn finish_target(
+        &self,
+        id: &str,
+        idx: usize,
+        write: &TargetWrite,
+        now: i64,
+        finish: Option<JobStatus>,
+    ) -> Result<bool, StoreError> {
+        let r = self.inner.finish_target(id, idx, write, now, finish).await;
+        if matches!(r, Ok(true))
+            && matches!(write, TargetWrite::Done { .. } | TargetWrite::Failed { .. })
+        {
+            lock(&self.accepted).push((id.to_owned(), idx, write.clone()));
+        }
+        r
+    }
+    async fn set_status(
+        &self,
+        id: &str,
+        status: JobStatus,
+        error: &str,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        self.inner.set_status(id, status, error, now).await
+    }
+    async fn touch(&self, id: &str, now: i64) -> Result<bool, StoreError> {
+        self.inner.touch(id, now).await
+    }
+    async fn sweep(&self, now: i64, ttl_secs: i64) -> Result<usize, StoreError> {
+        self.inner.sweep(now, ttl_secs).await
+    }
+    async fn evict(&self, max_bytes: u64) -> Result<usize, StoreError> {
+        self.inner.evict(max_bytes).await
+    }
+    async fn recover(&self, error: &str, now: i64) -> Result<usize, StoreError> {
+        self.inner.recover(error, now).await
+    }
+    async fn live_jobs(&self, caller: Option<&str>) -> Result<usize, StoreError> {
+        self.inner.live_jobs(caller).await
+    }
+    async fn total_bytes(&self) -> Result<u64, StoreError> {
+        self.inner.total_bytes().await
+    }
+}
+
+/// `store` under a [`FaultyStore`] (over [`Shared`]), and the same as a `dyn BatchStore`.
+pub fn faulty(store: Arc<dyn BatchStore>) -> (Arc<FaultyStore<Shared>>, Arc<dyn BatchStore>) {
+    let f = Arc::new(FaultyStore::new(Shared::new(store)));
+    let d: Arc<dyn BatchStore> = f.clone();
+    (f, d)
+}
+
+// ---- helpers: the rig ---------------------------------------------------------------------
+
+/// A config with room: one worker, caps that stay out of the way, a 20 ms retry pause.
+pub fn config() -> Config {
+    Config {
+        workers: 1,
+        jobs_per_caller: 16,
+        jobs_total: 64,
+        retry_wait: Duration::from_millis(20),
+        ..Config::default()
+    }
+}
+
+/// A runner on a store, with its probe, hooks and clock.
+pub struct Rig {
+    /// The runner.
+    pub runner: Runner,
+    /// Its store.
+    pub store: Arc<dyn BatchStore>,
+    /// Its fetch.
+    pub probe: Probe,
+    /// Its hooks.
+    pub hooks: Arc<Recorder>,
+    /// Its clock, at [`T0`] to start with.
+    pub clock: Arc<ManualClock>,
+}
+
+/// Starts a runner on `store` with `probe` and `cfg` (its hooks and clock replaced by a new
+/// [`Recorder`] and a [`ManualClock`] at [`T0`]).
+pub async fn rig(store: Arc<dyn BatchStore>, probe: Probe, cfg: Config) -> Res<Rig> {
+    let hooks = Arc::new(Recorder::default());
+    let clock = Arc::new(ManualClock::new(T0));
+    let cfg = Config {
+        hooks: hooks.clone(),
+        clock: clock.clone(),
+        ..cfg
+    };
+    let runner = Runner::start(store.clone(), probe.clone(), cfg).await?;
+    Ok(Rig {
+        runner,
+        store,
+        probe,
+        hooks,
+        clock,
+    })
+}
+
+impl Rig {
+    /// Submits `targets` for caller `who`; the answer.
+    pub async fn submit_targets(
+        &self,
+        who: &str,
+        targets: Vec<Target>,
+    ) -> Result<Submitted, SubmitError> {
+        self.runner
+            .submit(caller(who), CallerClass::Fleet, targets)
+            .await
+    }
+
+    /// Submits `n` targets of test job `job` for caller `who`, which must create a job; its id.
+    pub async fn submit(&self, who: &str, job: &str, n: usize) -> Res<String> {
+        self.create(who, targets(job, n)).await
+    }
+
+    /// Submits `targets` for caller `who`, which must create a job; its id.
+    pub async fn create(&self, who: &str, targets: Vec<Target>) -> Res<String> {
+        let s = self.submit_targets(who, targets).await?;
+        assert!(!s.reused, "a new submit of {who} creates a job");
+        Ok(s.id)
+    }
+
+    /// The job's view, which must exist.
+    pub async fn view(&self, id: &str) -> Res<JobView> {
+        match self.runner.status(id).await? {
+            Some(v) => Ok(v),
+            None => Err(failure(format!("job {id} should be stored"))),
+        }
+    }
+
+    /// The job's stored row, which must exist.
+    pub async fn row(&self, id: &str) -> Res<JobRow> {
+        match self.store.job(id).await? {
+            Some(r) => Ok(r),
+            None => Err(failure(format!("job {id} should be stored"))),
+        }
+    }
+
+    /// Waits until job `id` is terminal; its view then.
+    pub async fn terminal(&self, id: &str) -> Res<JobView> {
+        until_status(&self.runner, id, "is terminal", |v| {
+            v.job.status.is_terminal()
+        })
+        .await
+    }
+
+    /// Waits until the probe has started fetching `url` `n` times.
+    pub async fn started(&self, url: &str, n: usize) -> TestResult {
+        let what = format!("{url} has been fetched {n} time(s)");
+        until(&what, || self.probe.attempts(url) >= n).await
+    }
+
+    /// Waits until every created job's terminal outcome was reported and the runner is idle.
+    pub async fn settled(&self) -> TestResult {
+        let h = &self.hooks;
+        until(
+            "every created job is reported terminal and nothing is in flight",
+            || h.terminal() >= h.count(JobOutcome::Created) && h.idle(),
+        )
+        .await
+    }
+
+    /// Closes the runner, failing if it does not return.
+    pub async fn close(&self) -> TestResult {
+        within("close", self.runner.close()).await
+    }
+}
+
+// ---- §3 submit ----------------------------------------------------------------------------
+
+/// A submit stores the job `queued` with its targets `pending` before it returns (`created_at`
+/// = lease = now, a 32-character lowercase hex id, the options' JSON); the caller's workspace
+/// and key are never stored; the fetch gets the job's caller and its target unchanged.
+pub async fn submit_stores_the_job_queued_before_returning_and_keeps_the_caller_in_memory(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let r = rig(store, Probe::new(), config()).await?;
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 1).await?;
+    r.started(&url("a", 0), 1).await?;
+    let options = Options {
+        mode: "text".into(),
+        grep: "rust".into(),
+        context: Some(false),
+        recover: true,
+        ..Options::default()
+    };
+    let b_targets = vec![
+        Target {
+            url: url("b", 0),
+            options: options.clone(),
+        },
+        target(&url("b", 1)),
+    ];
+    r.clock.set(T0 + 7);
+    let b = r.create("bob", b_targets.clone()).await?;
+
+    assert_eq!(b.len(), 32, "a job id is 16 bytes in hex");
+    assert!(
+        b.chars()
+            .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c)),
+        "id {b}"
+    );
+    assert_ne!(a, b);
+    let row = r.row(&b).await?;
+    assert_eq!(
+        row.status,
+        JobStatus::Queued,
+        "stored queued before the submit returned"
+    );
+    assert_eq!((row.created_at, row.lease), (T0 + 7, T0 + 7));
+    assert_eq!(
+        (row.caller.as_str(), row.class),
+        ("bob", CallerClass::Fleet)
+    );
+    assert_eq!(row.idem_key, idem_key("bob", &b_targets));
+    assert_eq!((row.targets_total, row.targets_done), (2, 0));
+    let rows = r.store.targets(&b).await?;
+    assert_eq!(rows.len(), 2);
+    for (t, want) in rows.iter().zip(&b_targets) {
+        assert_eq!(t.status, TargetState::Pending);
+        assert_eq!(t.url, want.url);
+        assert_eq!(
+            t.options,
+            want.options.to_json(),
+            "options are stored as their JSON"
+        );
+    }
+    let everything = format!("{row:?} {rows:?}");
+    let bob = caller("bob");
+    assert!(
+        !everything.contains(&bob.workspace),
+        "the workspace is never stored"
+    );
+    assert!(
+        !everything.contains(&bob.key_sha256),
+        "the key is never stored"
+    );
+
+    r.probe.release_all();
+    r.terminal(&a).await?;
+    let v = r.terminal(&b).await?;
+    assert_eq!(v.job.status, JobStatus::Done);
+    let calls = r.probe.calls();
+    let b0 = calls.iter().find(|c| c.url == url("b", 0));
+    assert_eq!(
+        b0.map(|c| &*c.caller),
+        Some(&bob),
+        "the fetch gets the job's caller"
+    );
+    assert_eq!(
+        b0.map(|c| &c.target),
+        b_targets.first(),
+        "and its target, options and all"
+    );
+    r.close().await
+}
+
+/// An empty submit is refused with `NoTargets` before anything else: a caller at its cap, a
+/// full runner, even a closed one.
+pub async fn submit_refuses_no_targets_before_anything_else(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let cfg = Config {
+        jobs_per_caller: 1,
+        jobs_total: 1,
+        ..config()
+    };
+    let r = rig(store, Probe::new(), cfg).await?;
+    r.probe.hold(&url("a", 0));
+    r.submit("alice", "a", 1).await?;
+    for who in ["alice", "bob"] {
+        let got = r.submit_targets(who, Vec::new()).await;
+        assert_eq!(got, Err(SubmitError::NoTargets), "an empty submit of {who}");
+    }
+    assert_eq!(r.hooks.count(JobOutcome::Created), 1);
+    r.probe.release_all();
+    r.close().await?;
+    let got = r.submit_targets("alice", Vec::new()).await;
+    assert_eq!(
+        got,
+        Err(SubmitError::NoTargets),
+        "an empty submit after close"
+    );
+    Ok(())
+}
+
+/// A job may have `targets_per_job` targets; one more is refused with `TooManyTargets`
+/// carrying the cap and the count, and nothing is stored.
+pub async fn submit_refuses_more_targets_than_targets_per_job(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let cfg = Config {
+        targets_per_job: 3,
+        ..config()
+    };
+    let r = rig(store, Probe::new(), cfg).await?;
+    let got = r.submit_targets("alice", targets("a", 4)).await;
+    assert_eq!(got, Err(SubmitError::TooManyTargets { max: 3, got: 4 }));
+    if let Err(e) = got {
+        assert_eq!(e.to_string(), "too many targets (4 > 3)");
+    }
+    assert_eq!(
+        r.store.live_jobs(None).await?,
+        0,
+        "a refused job is not stored"
+    );
+    assert_eq!(r.store.total_bytes().await?, 0);
+    let id = r.submit("alice", "a", 3).await?;
+    assert_eq!(r.terminal(&id).await?.job.status, JobStatus::Done);
+    assert_eq!(r.hooks.count(JobOutcome::Created), 1);
+    r.close().await
+}
+
+/// A caller with `jobs_per_caller` live jobs is refused with `CallerBusy`; other callers are
+/// not, and the caller is admitted again once one of its jobs ends.
+pub async fn submit_refuses_a_caller_at_jobs_per_caller(store: Arc<dyn BatchStore>) -> TestResult {
+    let cfg = Config {
+        jobs_per_caller: 2,
+        ..config()
+    };
+    let r = rig(store, Probe::new(), cfg).await?;
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 1).await?;
+    r.submit("alice", "b", 1).await?;
+    let got = r.submit_targets("alice", targets("c", 1)).await;
+    assert_eq!(got, Err(SubmitError::CallerBusy));
+    if let Err(e) = got {
+        assert_eq!(e.to_string(), "caller busy");
+    }
+    r.submit("bob", "d", 1).await?;
+    r.probe.release_all();
+    r.terminal(&a).await?;
+    r.submit("alice", "c", 1).await?;
+    r.settled().await?;
+    r.close().await
+}
+
+/// With `jobs_total` live jobs, every caller is refused with `Busy` until one ends.
+pub async fn submit_refuses_everyone_at_jobs_total(store: Arc<dyn BatchStore>) -> TestResult {
+    let cfg = Config {
+        jobs_per_caller: 4,
+        jobs_total: 2,
+        ..config()
+    };
+    let r = rig(store, Probe::new(), cfg).await?;
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 1).await?;
+    r.submit("bob", "b", 1).await?;
+    for (who, job) in [("carol", "c"), ("alice", "d")] {
+        let got = r.submit_targets(who, targets(job, 1)).await;
+        assert_eq!(
+            got,
+            Err(SubmitError::Busy),
+            "a submit of {who} at the total cap"
+        );
+        if let Err(e) = got {
+            assert_eq!(e.to_string(), "jobs busy");
+        }
+    }
+    r.probe.release_all();
+    r.terminal(&a).await?;
+    r.submit("carol", "c", 1).await?;
+    r.settled().await?;
+    r.close().await
+}
+
+/// The caps are checked in order: too many targets, then the caller's cap, then the total.
+pub async fn caps_are_checked_targets_then_caller_then_total(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let cfg = Config {
+        targets_per_job: 2,
+        jobs_per_caller: 1,
+        jobs_total: 2,
+        ..config()
+    };
+    let r = rig(store, Probe::new(), cfg).await?;
+    r.probe.hold(&url("a", 0));
+    r.submit("alice", "a", 1).await?;
+    r.submit("bob", "b", 1).await?;
+    // Both the caller's cap and the total are full now.
+    let got = r.submit_targets("alice", targets("c", 3)).await;
+    assert_eq!(got, Err(SubmitError::TooManyTargets { max: 2, got: 3 }));
+    let got = r.submit_targets("alice", targets("c", 1)).await;
+    assert_eq!(
+        got,
+        Err(SubmitError::CallerBusy),
+        "the caller's cap before the total"
+    );
+    let got = r.submit_targets("carol", targets("c", 1)).await;
+    assert_eq!(got, Err(SubmitError::Busy));
+    assert_eq!(r.hooks.count(JobOutcome::Created), 2);
+    r.probe.release_all();
+    r.settled().await?;
+    r.close().await
+}
+
+/// A resubmit of a reusable job returns it (`reused`) whatever the caps: the caller at its
+/// cap, the runner full, and even more targets than a later runner's `targets_per_job`.
+pub async fn reuse_comes_before_every_cap(store: Arc<dyn BatchStore>) -> TestResult {
+    let cfg = Config {
+        jobs_per_caller: 1,
+        jobs_total: 2,
+        ..config()
+    };
+    let r = rig(store.clone(), Probe::new(), cfg).await?;
+    let done = r.submit("carol", "d", 3).await?;
+    r.terminal(&done).await?;
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 1).await?;
+    let b = r.submit("bob", "b", 1).await?;
+    assert_eq!(
+        r.submit_targets("carol", targets("x", 1)).await,
+        Err(SubmitError::Busy)
+    );
+    for (who, job, id) in [("alice", "a", &a), ("bob", "b", &b)] {
+        let got = r.submit_targets(who, targets(job, 1)).await?;
+        assert_eq!(got, reused(id.clone()), "resubmit of {who}");
+    }
+    assert_eq!(r.hooks.count(JobOutcome::Reused), 2);
+    r.probe.release_all();
+    r.settled().await?;
+    r.close().await?;
+
+    // A runner with a smaller targets_per_job still reuses the done 3-target job.
+    let cfg = Config {
+        targets_per_job: 2,
+        ..config()
+    };
+    let r2 = rig(store, Probe::new(), cfg).await?;
+    let got = r2.submit_targets("carol", targets("d", 3)).await?;
+    assert_eq!(got, reused(done));
+    assert_eq!(r2.hooks.count(JobOutcome::Reused), 1);
+    r2.close().await
+}
+
+/// A resubmit of the same caller and targets returns the job, `reused`, while it is queued,
+/// running, done or partial; no job is created and `hooks.job(Reused)` is called each time.
+pub async fn submit_reuses_queued_running_done_and_partial_jobs(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let probe = Probe::scripted(|url, _| {
+        if url.ends_with("/fail") {
+            Act::Fail(FetchError::Other("no".into()))
+        } else {
+            Act::Ok(content_of(url))
+        }
+    });
+    let r = rig(store, probe, config()).await?;
+    let d_targets = targets("d", 1);
+    let p_targets = vec![target(&url("p", 0)), target("https://p.example/fail")];
+    let d = r.create("alice", d_targets.clone()).await?;
+    let p = r.create("alice", p_targets.clone()).await?;
+    r.terminal(&d).await?;
+    r.terminal(&p).await?;
+    r.probe.hold(&url("r", 0));
+    let rn = r.submit("alice", "r", 1).await?;
+    r.started(&url("r", 0), 1).await?;
+    let q = r.submit("alice", "q", 1).await?;
+
+    let cases = [
+        (d_targets, &d, JobStatus::Done),
+        (p_targets, &p, JobStatus::Partial),
+        (targets("r", 1), &rn, JobStatus::Running),
+        (targets("q", 1), &q, JobStatus::Queued),
+    ];
+    for (ts, id, status) in cases {
+        assert_eq!(r.view(id).await?.job.status, status);
+        let got = r.submit_targets("alice", ts).await?;
+        assert_eq!(got, reused(id.clone()), "a {status} job is reused");
+    }
+    assert_eq!(r.hooks.count(JobOutcome::Reused), 4);
+    assert_eq!(r.hooks.count(JobOutcome::Created), 4);
+    r.probe.release_all();
+    r.settled().await?;
+    r.close().await
+}
+
+/// A failed or cancelled job is never reused: the same submit creates a new job.
+pub async fn submit_never_reuses_failed_or_cancelled_jobs(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let probe = Probe::scripted(|url, _| {
+        if url.starts_with("https://f.") {
+            Act::Fail(FetchError::Other("no".into()))
+        } else {
+            Act::Ok(content_of(url))
+        }
+    });
+    let r = rig(store, probe, config()).await?;
+    let f = r.submit("alice", "f", 2).await?;
+    assert_eq!(r.terminal(&f).await?.job.status, JobStatus::Failed);
+    let f2 = r.submit_targets("alice", targets("f", 2)).await?;
+    assert!(!f2.reused && f2.id != f, "a failed job is not reused");
+
+    r.probe.hold(&url("c", 0));
+    let c = r.submit("alice", "c", 1).await?;
+    assert!(r.runner.cancel(&c).await);
+    let c2 = r.submit_targets("alice", targets("c", 1)).await?;
+    assert!(!c2.reused && c2.id != c, "a cancelled job is not reused");
+    assert_eq!(r.hooks.count(JobOutcome::Reused), 0);
+    r.probe.release_all();
+    r.terminal(&c2.id).await?;
+    r.settled().await?;
+    r.close().await
+}
+
+/// Idempotency is per caller: another caller submitting the same targets gets a job of its
+/// own.
+pub async fn another_caller_with_the_same_targets_gets_its_own_job(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let r = rig(store, Probe::new(), config()).await?;
+    let a = r.submit("alice", "a", 2).await?;
+    r.terminal(&a).await?;
+    let b = r.submit_targets("bob", targets("a", 2)).await?;
+    assert!(!b.reused && b.id != a, "bob gets his own job");
+    let v = r.terminal(&b.id).await?;
+    assert_eq!(
+        (v.job.caller.as_str(), v.job.status),
+        ("bob", JobStatus::Done)
+    );
+    assert_eq!(r.submit_targets("alice", targets("a", 2)).await?, reused(a));
+    r.close().await
+}
+
+/// A job is reused while `now - lease < ttl` (by the injected clock) and not once the lease
+/// is `ttl` old: the same submit then creates a new job.
+pub async fn reuse_lasts_while_the_lease_is_younger_than_ttl(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let cfg = Config {
+        ttl: Duration::from_secs(100),
+        ..config()
+    };
+    let r = rig(store, Probe::new(), cfg).await?;
+    let a = r.submit("alice", "a", 1).await?;
+    let b = r.submit("alice", "b", 1).await?;
+    r.terminal(&a).await?;
+    r.terminal(&b).await?;
+    assert_eq!((r.row(&a).await?.lease, r.row(&b).await?.lease), (T0, T0));
+
+    r.clock.set(T0 + 99);
+    let got = r.submit_targets("alice", targets("a", 1)).await?;
+    assert_eq!(got, reused(a), "reused at ttl - 1 s");
+    r.clock.set(T0 + 100);
+    let got = r.submit_targets("alice", targets("b", 1)).await?;
+    assert!(
+        !got.reused && got.id != b,
+        "not reused once the lease is ttl old"
+    );
+    r.terminal(&got.id).await?;
+    r.close().await
+}
+
+/// `status` writes nothing: reading a job, however often, leaves its lease as it was, so its
+/// TTL still runs out on time.
+pub async fn status_is_a_pure_read(store: Arc<dyn BatchStore>) -> TestResult {
+    let cfg = Config {
+        ttl: Duration::from_secs(100),
+        ..config()
+    };
+    let r = rig(store, Probe::new(), cfg).await?;
+    let a = r.submit("alice", "a", 2).await?;
+    r.terminal(&a).await?;
+    let before = r.row(&a).await?;
+    let targets_before = r.store.targets(&a).await?;
+    for now in [T0 + 10, T0 + 50, T0 + 99] {
+        r.clock.set(now);
+        r.view(&a).await?;
+        assert!(
+            r.runner
+                .status("ffffffffffffffffffffffffffffffff")
+                .await?
+                .is_none()
+        );
+    }
+    assert_eq!(r.row(&a).await?, before, "status changed the job row");
+    assert_eq!(
+        r.store.targets(&a).await?,
+        targets_before,
+        "status changed a target row"
+    );
+    r.clock.set(T0 + 100);
+    let got = r.submit_targets("alice", targets("a", 2)).await?;
+    assert!(!got.reused, "reads did not extend the lease");
+    r.terminal(&got.id).await?;
+    r.close().await
+}
+
+/// `touch` sets the lease to now: a touched job stays reusable past its first TTL.
+pub async fn touch_extends_the_lease(store: Arc<dyn BatchStore>) -> TestResult {
+    let cfg = Config {
+        ttl: Duration::from_secs(100),
+        ..config()
+    };
+    let r = rig(store, Probe::new(), cfg).await?;
+    let a = r.submit("alice", "a", 1).await?;
+    r.terminal(&a).await?;
+    r.clock.set(T0 + 90);
+    r.runner.touch(&a).await;
+    r.runner.touch("ffffffffffffffffffffffffffffffff").await;
+    assert_eq!(r.row(&a).await?.lease, T0 + 90);
+    r.clock.set(T0 + 150);
+    let got = r.submit_targets("alice", targets("a", 1)).await?;
+    assert_eq!(got, reused(a.clone()), "reusable past its first ttl");
+    r.clock.set(T0 + 250);
+    let got = r.submit_targets("alice", targets("a", 1)).await?;
+    assert!(
+        !got.reused && got.id != a,
+        "and not past the touched lease's ttl"
+    );
+    r.terminal(&got.id).await?;
+    r.close().await
+}
+
+/// 32 tasks submitting one caller's same targets at once make exactly one job: one created,
+/// 31 reused, all with its id.
+pub async fn concurrent_submits_of_one_key_make_one_job(store: Arc<dyn BatchStore>) -> TestResult {
+    const N: usize = 32;
+    let r = rig(store, Probe::new(), config()).await?;
+    r.probe.hold(&url("a", 0));
+    let start = Arc::new(Barrier::new(N));
+    let tasks: Vec<_> = (0..N)
+        .map(|_| {
+            let (runner, start) = (r.runner.clone(), start.clone());
+            tokio::spawn(async move {
+                start.wait().await;
+                runner
+                    .submit(caller("alice"), CallerClass::Fleet, targets("a", 2))
+                    .await
+            })
+        })
+        .collect();
+    let mut got = Vec::new();
+    for t in tasks {
+        let answer = within("a submit", t).await??;
+        got.push(answer?);
+    }
+    let created: Vec<&Submitted> = got.iter().filter(|s| !s.reused).collect();
+    let [one] = created.as_slice() else {
+        panic!("exactly one submit creates the job, got {}", created.len());
+    };
+    assert!(
+        got.iter().all(|s| s.id == one.id),
+        "every submit gets the one job's id"
+    );
+    assert_eq!(r.hooks.count(JobOutcome::Created), 1);
+    assert_eq!(r.hooks.count(JobOutcome::Reused), N - 1);
+    assert_eq!(r.store.live_jobs(None).await?, 1);
+    r.probe.release_all();
+    r.terminal(&one.id).await?;
+    r.close().await
+}
+
+/// 24 callers submitting at once with `jobs_total` 2 (and room per caller) admit exactly 2
+/// jobs; the other 22 are told `Busy`.
+pub async fn concurrent_submits_never_exceed_jobs_total(store: Arc<dyn BatchStore>) -> TestResult {
+    const N: usize = 24;
+    let cfg = Config {
+        jobs_per_caller: 1,
+        jobs_total: 2,
+        ..config()
+    };
+    let r = rig(store, Probe::new(), cfg).await?;
+    for n in 0..N {
+        r.probe.hold(&url(&format!("j{n}"), 0));
+    }
+    let start = Arc::new(Barrier::new(N));
+    let tasks: Vec<_> = (0..N)
+        .map(|n| {
+            let (runner, start) = (r.runner.clone(), start.clone());
+            tokio::spawn(async move {
+                start.wait().await;
+                let who = caller(&format!("caller{n}"));
+                let ts = targets(&format!("j{n}"), 1);
+                runner.submit(who, CallerClass::Fleet, ts).await
+            })
+        })
+        .collect();
+    let mut got = Vec::new();
+    for t in tasks {
+        got.push(within("a submit", t).await??);
+    }
+    let created = got
+        .iter()
+        .filter(|s| matches!(s, Ok(s) if !s.reused))
+        .count();
+    let busy = got.iter().filter(|s| **s == Err(SubmitError::Busy)).count();
+    assert_eq!((created, busy), (2, N - 2), "answers: {got:?}");
+    assert_eq!(r.store.live_jobs(None).await?, 2);
+    r.probe.release_all();
+    r.settled().await?;
+    r.close().await
+}
+
+// ---- §4 workers ---------------------------------------------------------------------------
+
+/// With one worker and two live jobs, their targets alternate `a1 b1 a2 b2 a3 b3` (the first
+/// target is held until the second job is submitted).
+pub async fn one_worker_alternates_the_targets_of_live_jobs(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let r = rig(store, Probe::new(), config()).await?;
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 3).await?;
+    r.started(&url("a", 0), 1).await?;
+    let b = r.submit("bob", "b", 3).await?;
+    r.probe.release(&url("a", 0));
+    r.terminal(&a).await?;
+    r.terminal(&b).await?;
+    let want: Vec<String> = [("a", 0), ("b", 0), ("a", 1), ("b", 1), ("a", 2), ("b", 2)]
+        .iter()
+        .map(|(j, i)| url(j, *i))
+        .collect();
+    assert_eq!(r.probe.started(), want);
+    r.close().await
+}
+
+/// A job no worker has reached stays `queued` with every target `pending`; it is `running`
+/// from its first target on, and its in-flight target reads `running`.
+pub async fn a_job_is_queued_until_reached_and_running_from_its_first_target(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let r = rig(store, Probe::new(), config()).await?;
+    r.probe.hold(&url("a", 0));
+    r.probe.hold(&url("b", 0));
+    let a = r.submit("alice", "a", 2).await?;
+    r.started(&url("a", 0), 1).await?;
+    let b = r.submit("bob", "b", 2).await?;
+    let va = r.view(&a).await?;
+    assert_eq!(va.job.status, JobStatus::Running);
+    assert_eq!(states(&va), [TargetState::Running, TargetState::Pending]);
+    let vb = r.view(&b).await?;
+    assert_eq!(vb.job.status, JobStatus::Queued, "not reached yet");
+    assert_eq!(states(&vb), [TargetState::Pending, TargetState::Pending]);
+
+    r.probe.release(&url("a", 0));
+    r.started(&url("b", 0), 1).await?;
+    let vb = r.view(&b).await?;
+    assert_eq!(
+        vb.job.status,
+        JobStatus::Running,
+        "running from its first target"
+    );
+    assert_eq!(states(&vb), [TargetState::Running, TargetState::Pending]);
+    let va = r.view(&a).await?;
+    assert_eq!(states(&va), [TargetState::Done, TargetState::Pending]);
+    assert_eq!(
+        (va.job.status, va.job.targets_done),
+        (JobStatus::Running, 1)
+    );
+    r.probe.release_all();
+    r.terminal(&a).await?;
+    r.terminal(&b).await?;
+    r.close().await
+}
+
+/// With two workers, two jobs run side by side (both first targets in flight at once) while
+/// each stays serial: a job's target `i + 1` starts only once target `i` is stored, and never
+/// are two targets of one job in flight.
+pub async fn each_job_is_serial_while_two_workers_run_two_jobs_at_once(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let cfg = Config {
+        workers: 2,
+        ..config()
+    };
+    let r = rig(store, Probe::slow(Duration::from_millis(3)), cfg).await?;
+    for job in ["a", "b"] {
+        r.probe.hold(&url(job, 0));
+        r.probe.hold(&url(job, 1));
+    }
+    let a = r.submit("alice", "a", 4).await?;
+    let b = r.submit("bob", "b", 4).await?;
+    r.started(&url("a", 0), 1).await?;
+    r.started(&url("b", 0), 1).await?;
+    assert_eq!(r.probe.inflight(), 2, "both jobs progress at once");
+    for job in ["a", "b"] {
+        assert_eq!(r.probe.attempts(&url(job, 1)), 0, "{job}1 waits for {job}0");
+        r.probe.release(&url(job, 0));
+    }
+    for (job, id) in [("a", &a), ("b", &b)] {
+        r.started(&url(job, 1), 1).await?;
+        let v = r.view(id).await?;
+        assert_eq!(
+            states(&v).first(),
+            Some(&TargetState::Done),
+            "{job}0 is stored before {job}1 starts"
+        );
+    }
+    r.probe.release_all();
+    r.terminal(&a).await?;
+    r.terminal(&b).await?;
+    assert_eq!(
+        r.probe.max_per_job(),
+        1,
+        "never two targets of one job in flight"
+    );
+    for job in ["a", "b"] {
+        let order: Vec<String> = r
+            .probe
+            .started()
+            .into_iter()
+            .filter(|u| job_of(u) == job_of(&url(job, 0)))
+            .collect();
+        assert_eq!(
+            order,
+            targets(job, 4)
+                .into_iter()
+                .map(|t| t.url)
+                .collect::<Vec<_>>()
+        );
+    }
+    r.close().await
+}
+
+/// `workers: 5` runs 2 workers: with 4 jobs held, exactly 2 fetches start and no more are in
+/// flight at once, ever.
+pub async fn workers_clamp_to_two(store: Arc<dyn BatchStore>) -> TestResult {
+    let cfg = Config {
+        workers: 5,
+        ..config()
+    };
+    let r = rig(store, Probe::new(), cfg).await?;
+    let mut ids = Vec::new();
+    for n in 0..4 {
+        let job = format!("j{n}");
+        r.probe.hold(&url(&job, 0));
+        ids.push(r.submit(&format!("caller{n}"), &job, 2).await?);
+    }
+    until("two fetches are in flight", || r.probe.inflight() == 2).await?;
+    // Nothing else can start while both workers are held; give a wrong third worker the time
+    // to show itself.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        r.probe.started().len(),
+        2,
+        "a third fetch started: {:?}",
+        r.probe.started()
+    );
+    r.probe.release_all();
+    for id in &ids {
+        r.terminal(id).await?;
+    }
+    r.settled().await?;
+    assert_eq!(
+        r.probe.max_inflight(),
+        2,
+        "at most (and at times exactly) 2 in flight"
+    );
+    assert_eq!(r.hooks.inflight().iter().max(), Some(&2));
+    r.close().await
+}
+
+/// A `RetryLater` answer puts the target back to `pending` (the job stays running); the worker
+/// goes on with the other jobs, and the target is fetched again later and ends `done`.
+pub async fn a_busy_target_goes_back_to_pending_and_is_retried(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let probe = Probe::scripted(|url, attempt| {
+        if url.starts_with("https://a.") && attempt == 0 {
+            Act::Fail(FetchError::RetryLater("busy".into()))
+        } else {
+            Act::Ok(content_of(url))
+        }
+    });
+    let r = rig(store, probe, config()).await?;
+    r.probe.hold(&url("a", 0));
+    r.probe.hold(&url("b", 0));
+    let a = r.submit("alice", "a", 1).await?;
+    r.started(&url("a", 0), 1).await?;
+    let b = r.submit("bob", "b", 1).await?;
+    r.probe.release(&url("a", 0));
+    // The only worker went on to b0 (held), so a0's busy answer is stored and waits.
+    r.started(&url("b", 0), 1).await?;
+    let va = r.view(&a).await?;
+    assert_eq!(va.job.status, JobStatus::Running);
+    assert_eq!(
+        states(&va),
+        [TargetState::Pending],
+        "a busy target goes back to pending"
+    );
+    assert_eq!(va.job.targets_done, 0);
+    r.probe.release_all();
+    let va = r.terminal(&a).await?;
+    assert_eq!(
+        (va.job.status, states(&va)),
+        (JobStatus::Done, vec![TargetState::Done])
+    );
+    assert_eq!(
+        va.targets.first().and_then(|t| t.result.clone()),
+        Some(content_of(&url("a", 0)))
+    );
+    assert_eq!(r.probe.attempts(&url("a", 0)), 2);
+    r.terminal(&b).await?;
+    r.close().await
+}
+
+/// A busy target is fetched again no sooner than `retry_wait` after its busy answer.
+pub async fn a_busy_target_is_tried_again_no_sooner_than_retry_wait(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let wait = Duration::from_millis(150);
+    let probe = Probe::scripted(|url, attempt| {
+        if attempt == 0 {
+            Act::Fail(FetchError::RetryLater("busy".into()))
+        } else {
+            Act::Ok(content_of(url))
+        }
+    });
+    let cfg = Config {
+        retry_wait: wait,
+        ..config()
+    };
+    let r = rig(store, probe, cfg).await?;
+    let a = r.submit("alice", "a", 1).await?;
+    assert_eq!(r.terminal(&a).await?.job.status, JobStatus::Done);
+    let calls = r.probe.calls();
+    let (Some(first), Some(second)) = (calls.first(), calls.get(1)) else {
+        panic!("two fetches of a0 expected, got {calls:?}");
+    };
+    let Some(busy_at) = first.ended else {
+        panic!("the first fetch returned");
+    };
+    let gap = second.started.saturating_duration_since(busy_at);
+    assert!(
+        gap >= wait,
+        "tried again {gap:?} after its busy answer, retry_wait {wait:?}"
+    );
+    r.close().await
+}
+
+/// While one job's target keeps coming back busy, another job is fetched and completes.
+pub async fn a_busy_target_does_not_hold_up_other_jobs(store: Arc<dyn BatchStore>) -> TestResult {
+    let probe = Probe::scripted(|url, _| {
+        if url.starts_with("https://a.") {
+            Act::Fail(FetchError::RetryLater("busy".into()))
+        } else {
+            Act::Ok(content_of(url))
+        }
+    });
+    let cfg = Config {
+        retry_wait: Duration::from_millis(10),
+        retry_for: Duration::from_secs(600),
+        ..config()
+    };
+    let r = rig(store, probe, cfg).await?;
+    let a = r.submit("alice", "a", 1).await?;
+    r.started(&url("a", 0), 2).await?;
+    let b = r.submit("bob", "b", 3).await?;
+    assert_eq!(r.terminal(&b).await?.job.status, JobStatus::Done);
+    let va = r.view(&a).await?;
+    assert_eq!(va.job.status, JobStatus::Running, "still retrying");
+    assert_ne!(states(&va), [TargetState::Failed]);
+    r.close().await?;
+    let va = r.view(&a).await?;
+    assert_eq!(
+        (va.job.status, va.job.error.as_str()),
+        (JobStatus::Failed, "runner closed")
+    );
+    Ok(())
+}
+
+/// A target that keeps coming back busy for longer than `retry_for` is stored `failed` with
+/// the busy text (no hint); the job goes on with its other targets.
+pub async fn a_target_busy_for_longer_than_retry_for_fails_with_the_busy_text(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    const BUSY: &str = "upstream busy, queue full (429)";
+    let probe = Probe::scripted(|url, _| {
+        if url.ends_with("/0") {
+            Act::Fail(FetchError::RetryLater(BUSY.into()))
+        } else {
+            Act::Ok(content_of(url))
+        }
+    });
+    let cfg = Config {
+        retry_wait: Duration::from_millis(20),
+        retry_for: Duration::from_millis(200),
+        ..config()
+    };
+    let r = rig(store, probe, cfg).await?;
+    let a = r.submit("alice", "a", 2).await?;
+    let v = r.terminal(&a).await?;
+    assert_eq!(v.job.status, JobStatus::Partial);
+    assert_eq!(states(&v), [TargetState::Failed, TargetState::Done]);
+    let t0 = v.targets.first();
+    assert_eq!(
+        t0.map(|t| (t.error.as_str(), t.hint.as_str())),
+        Some((BUSY, ""))
+    );
+    assert!(
+        r.probe.attempts(&url("a", 0)) >= 2,
+        "tried more than once before giving up"
+    );
+    assert_eq!(v.job.targets_done, 2);
+    r.close().await
+}
+
+/// A result with meta round-trips exactly: `status` returns the very `TargetResult` the fetch
+/// returned, and the store holds its JSON.
+pub async fn a_result_with_meta_round_trips_through_status(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let json = r#"{"content":"naïve 日本語 🦀 \"quoted\"\nline\u0000nul","meta":{"status":200,"type":"text/html","ratio":0.25,"ok":true,"none":null,"tags":["a","b"],"nested":{"x":[1,{"y":"z"}]}}}"#;
+    let result = TargetResult::from_json(json)?;
+    assert_eq!(result.meta.len(), 7);
+    let r2 = result.clone();
+    let probe = Probe::scripted(move |_, _| Act::Ok(r2.clone()));
+    let r = rig(store, probe, config()).await?;
+    let a = r.submit("alice", "a", 1).await?;
+    let v = r.terminal(&a).await?;
+    let t = v.targets.first();
+    assert_eq!(t.and_then(|t| t.result.clone()), Some(result.clone()));
+    assert_eq!(
+        t.map(|t| (t.error.as_str(), t.hint.as_str())),
+        Some(("", ""))
+    );
+    let rows = r.store.targets(&a).await?;
+    let stored = rows.first().and_then(|t| t.result.clone());
+    assert_eq!(
+        stored,
+        Some(result.to_json()?),
+        "the store holds the result's JSON"
+    );
+    r.settled().await?;
+    assert_eq!(r.hooks.targets(), [(None, json_len(&result))]);
+    r.close().await
+}
+
+/// A `Target` error is stored with its msg as the error and its hint; `Other` with its text
+/// and no hint; neither has a result.
+pub async fn a_target_error_keeps_msg_and_hint_and_other_keeps_its_text(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let probe = Probe::scripted(|url, _| match url.rsplit('/').next() {
+        Some("0") => Act::Fail(FetchError::Target(TargetError {
+            status: 503,
+            msg: "HTTP 503 from upstream".into(),
+            hint: "try again in a minute".into(),
+        })),
+        Some("1") => Act::Fail(FetchError::Other("connection reset by peer".into())),
+        _ => Act::Ok(content_of(url)),
+    });
+    let r = rig(store, probe, config()).await?;
+    let a = r.submit("alice", "a", 3).await?;
+    let v = r.terminal(&a).await?;
+    assert_eq!(
+        (v.job.status, v.job.error.as_str()),
+        (JobStatus::Partial, "")
+    );
+    let got: Vec<(TargetState, &str, &str, bool)> = v
+        .targets
+        .iter()
+        .map(|t| {
+            (
+                t.status,
+                t.error.as_str(),
+                t.hint.as_str(),
+                t.result.is_some(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                TargetState::Failed,
+                "HTTP 503 from upstream",
+                "try again in a minute",
+                false
+            ),
+            (TargetState::Failed, "connection reset by peer", "", false),
+            (TargetState::Done, "", "", true),
+        ]
+    );
+    r.close().await
+}
+
+/// When a job's last target is stored: all done → `done`, all failed → `failed`, a mix →
+/// `partial`; every target counts in `targets_done` and the job has no error.
+pub async fn the_terminal_status_is_done_failed_or_partial(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let probe = Probe::scripted(|url, _| {
+        if url.starts_with("https://f.") || (url.ends_with("/1") && url.starts_with("https://p.")) {
+            Act::Fail(FetchError::Other("no".into()))
+        } else {
+            Act::Ok(content_of(url))
+        }
+    });
+    let cfg = Config {
+        workers: 2,
+        ..config()
+    };
+    let r = rig(store, probe, cfg).await?;
+    let d = r.submit("alice", "d", 3).await?;
+    let f = r.submit("alice", "f", 3).await?;
+    let p = r.submit("alice", "p", 3).await?;
+    for (id, want) in [
+        (&d, JobStatus::Done),
+        (&f, JobStatus::Failed),
+        (&p, JobStatus::Partial),
+    ] {
+        let v = r.terminal(id).await?;
+        assert_eq!((v.job.status, v.job.error.as_str()), (want, ""));
+        assert_eq!((v.job.targets_total, v.job.targets_done), (3, 3));
+    }
+    r.close().await
+}
+
+/// Every hook is called with the right counts: `job` once per created, reused, done, partial,
+/// failed and cancelled job; `target` once per stored target (err `None` with the result JSON's
+/// length, or `Some` with 0); `job_seconds` once per terminal job; depth and in-flight at every
+/// change, ending at 0; nothing more on close.
+pub async fn every_hook_reports_with_the_right_counts(store: Arc<dyn BatchStore>) -> TestResult {
+    let probe = Probe::scripted(|url, _| {
+        if url.starts_with("https://f.") || (url.starts_with("https://p.") && url.ends_with("/1")) {
+            Act::Fail(FetchError::Target(TargetError {
+                status: 404,
+                msg: "gone".into(),
+                hint: "check the url".into(),
+            }))
+        } else {
+            Act::Ok(content_of(url))
+        }
+    });
+    let r = rig(store, probe, config()).await?;
+    r.probe.hold(&url("d", 0));
+    let d = r.submit("alice", "d", 2).await?;
+    r.started(&url("d", 0), 1).await?;
+    let c = r.submit("alice", "c", 1).await?;
+    assert!(r.runner.cancel(&c).await);
+    let p = r.submit("alice", "p", 2).await?;
+    let f = r.submit("alice", "f", 1).await?;
+    r.probe.release_all();
+    for id in [&d, &p, &f] {
+        r.terminal(id).await?;
+    }
+    let again = r.submit_targets("alice", targets("d", 2)).await?;
+    assert_eq!(again, reused(d.clone()));
+    let h = &r.hooks;
+    until("every hook has been called", || {
+        h.terminal() == 4 && h.targets().len() == 5 && h.job_seconds() == 4 && h.idle()
+    })
+    .await?;
+    r.close().await?;
+
+    let counts: Vec<usize> = JobOutcome::ALL.iter().map(|o| h.count(*o)).collect();
+    // created, reused, done, partial, failed, cancelled
+    assert_eq!(counts, [4, 1, 1, 1, 1, 1]);
+    assert_eq!(h.job_seconds(), 4, "once per terminal job");
+    let targets = h.targets();
+    let mut ok_bytes: Vec<usize> = targets
+        .iter()
+        .filter(|(e, _)| e.is_none())
+        .map(|(_, n)| *n)
+        .collect();
+    ok_bytes.sort_unstable();
+    let mut want: Vec<usize> = [url("d", 0), url("d", 1), url("p", 0)]
+        .iter()
+        .map(|u| json_len(&content_of(u)))
+        .collect();
+    want.sort_unstable();
+    assert_eq!(
+        ok_bytes, want,
+        "result_bytes is the length of the result JSON"
+    );
+    let failed: Vec<&(Option<FetchError>, usize)> =
+        targets.iter().filter(|(e, _)| e.is_some()).collect();
+    assert_eq!(failed.len(), 2);
+    assert!(
+        failed
+            .iter()
+            .all(|(e, n)| *n == 0 && matches!(e, Some(FetchError::Target(_))))
+    );
+    let inflight = h.inflight();
+    assert_eq!(
+        inflight,
+        [1, 0].repeat(5),
+        "one worker: each of 5 targets in flight, then not"
+    );
+    let depth = h.depth();
+    assert_eq!(depth.last(), Some(&0));
+    // d, c, c cancelled, p, f; then f, d and p end.
+    assert_eq!(depth, [1, 2, 1, 2, 3, 2, 1, 0], "depth at every change");
+    Ok(())
+}
+
+/// `hooks.target` gets the fetch's duration and `hooks.job_seconds` the time from submit to
+/// the end: with a0 held for 40 ms, both are at least 40 ms.
+pub async fn hooks_get_the_fetch_time_and_the_submit_to_end_time(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let hold = Duration::from_millis(40);
+    let r = rig(store, Probe::new(), config()).await?;
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 1).await?;
+    r.started(&url("a", 0), 1).await?;
+    tokio::time::sleep(hold).await;
+    r.probe.release_all();
+    r.terminal(&a).await?;
+    r.settled().await?;
+    let fetch = r.hooks.target_elapsed();
+    assert!(
+        fetch.len() == 1 && fetch.iter().all(|e| *e >= hold),
+        "target elapsed {fetch:?}"
+    );
+    let job = r.hooks.job_elapsed();
+    assert!(
+        job.len() == 1 && job.iter().all(|e| *e >= hold),
+        "job_seconds {job:?}"
+    );
+    r.close().await
+}
+
+/// A runner with nothing due makes no store call at all: neither once its jobs are done nor
+/// while a busy target waits out its `retry_wait` (workers sleep, they never poll).
+pub async fn idle_workers_never_call_the_store(store: Arc<dyn BatchStore>) -> TestResult {
+    let (f, dyn_store) = faulty(store);
+    let probe = Probe::scripted(|url, _| {
+        if url.starts_with("https://b.") {
+            Act::Fail(FetchError::RetryLater("busy".into()))
+        } else {
+            Act::Ok(content_of(url))
+        }
+    });
+    let cfg = Config {
+        retry_wait: Duration::from_secs(60),
+        ..config()
+    };
+    let r = rig(dyn_store, probe, cfg).await?;
+    let a = r.submit("alice", "a", 2).await?;
+    r.terminal(&a).await?;
+    r.settled().await?;
+    let calls = f.calls();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(f.calls(), calls, "store calls while idle");
+
+    let b = r.submit("bob", "b", 1).await?;
+    r.started(&url("b", 0), 1).await?;
+    until("the busy answer is stored", || {
+        r.hooks.inflight().last() == Some(&0)
+    })
+    .await?;
+    let calls = f.calls();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        f.calls(),
+        calls,
+        "store calls while a target waits to be retried"
+    );
+    assert_eq!(r.probe.attempts(&url("b", 0)), 1);
+    let row = f.inner().job(&b).await?;
+    assert_eq!(row.map(|r| r.status), Some(JobStatus::Running));
+    r.close().await
+}
+
+// ---- §5 cancel, status, touch, close ------------------------------------------------------
+
+/// Cancel sets the job `cancelled` at once; its in-flight target finishes and is stored; no
+/// further target starts and the later ones stay `pending`; the status stays `cancelled`;
+/// `hooks.job(Cancelled)` and `hooks.job_seconds` are called once.
+pub async fn cancel_lets_the_inflight_target_finish_and_starts_nothing_more(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let r = rig(store, Probe::new(), config()).await?;
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 3).await?;
+    r.started(&url("a", 0), 1).await?;
+    assert!(r.runner.cancel(&a).await, "a running job can be cancelled");
+    let v = r.view(&a).await?;
+    assert_eq!(
+        v.job.status,
+        JobStatus::Cancelled,
+        "cancelled in the store at once"
+    );
+    assert_eq!(
+        states(&v).first(),
+        Some(&TargetState::Running),
+        "a0 is still in flight"
+    );
+    assert_eq!(r.hooks.count(JobOutcome::Cancelled), 1);
+
+    r.probe.release(&url("a", 0));
+    let v = until_status(&r.runner, &a, "has a0 stored", |v| {
+        states(v).first() == Some(&TargetState::Done)
+    })
+    .await?;
+    assert_eq!(
+        v.targets.first().and_then(|t| t.result.clone()),
+        Some(content_of(&url("a", 0)))
+    );
+    // One worker: once another job is done, a1 would have had its turn.
+    let b = r.submit("bob", "b", 2).await?;
+    r.terminal(&b).await?;
+    r.settled().await?;
+    let v = r.view(&a).await?;
+    assert_eq!(
+        v.job.status,
+        JobStatus::Cancelled,
+        "nothing overwrites cancelled"
+    );
+    assert_eq!(
+        states(&v),
+        [
+            TargetState::Done,
+            TargetState::Pending,
+            TargetState::Pending
+        ]
+    );
+    assert_eq!(v.job.targets_done, 1);
+    assert!(
+        r.probe
+            .started()
+            .iter()
+            .all(|u| !u.starts_with("https://a.") || *u == url("a", 0))
+    );
+    r.close().await?;
+    assert_eq!(
+        r.view(&a).await?.job.status,
+        JobStatus::Cancelled,
+        "not even close"
+    );
+    assert_eq!(r.hooks.count(JobOutcome::Cancelled), 1);
+    assert_eq!(r.hooks.job_seconds(), 2, "once for a, once for b");
+    Ok(())
+}
+
+/// Cancelling a queued job leaves it `cancelled` with every target `pending`; none is fetched.
+pub async fn cancel_of_a_queued_job_leaves_every_target_pending(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let r = rig(store, Probe::new(), config()).await?;
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 1).await?;
+    r.started(&url("a", 0), 1).await?;
+    let b = r.submit("bob", "b", 2).await?;
+    assert!(r.runner.cancel(&b).await);
+    assert_eq!(r.view(&b).await?.job.status, JobStatus::Cancelled);
+    r.probe.release_all();
+    r.terminal(&a).await?;
+    let c = r.submit("carol", "c", 2).await?;
+    r.terminal(&c).await?;
+    r.settled().await?;
+    let v = r.view(&b).await?;
+    assert_eq!(v.job.status, JobStatus::Cancelled);
+    assert_eq!(states(&v), [TargetState::Pending, TargetState::Pending]);
+    assert_eq!(
+        r.probe.attempts(&url("b", 0)) + r.probe.attempts(&url("b", 1)),
+        0
+    );
+    assert_eq!(r.hooks.count(JobOutcome::Cancelled), 1);
+    r.close().await
+}
+
+/// When the in-flight target of a cancelled job is its last, its outcome is stored but the job
+/// stays `cancelled` (not done).
+pub async fn cancelled_is_never_overwritten_by_the_last_inflight_outcome(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let r = rig(store, Probe::new(), config()).await?;
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 1).await?;
+    r.started(&url("a", 0), 1).await?;
+    assert!(r.runner.cancel(&a).await);
+    r.probe.release_all();
+    until_status(&r.runner, &a, "has a0 stored", |v| {
+        states(v) == [TargetState::Done]
+    })
+    .await?;
+    let b = r.submit("bob", "b", 1).await?;
+    r.terminal(&b).await?;
+    r.settled().await?;
+    let v = r.view(&a).await?;
+    assert_eq!(
+        (v.job.status, v.job.targets_done),
+        (JobStatus::Cancelled, 1)
+    );
+    assert_eq!(r.hooks.count(JobOutcome::Cancelled), 1);
+    assert_eq!(
+        r.hooks.count(JobOutcome::Done),
+        1,
+        "only b is reported done"
+    );
+    assert_eq!(r.hooks.job_seconds(), 2);
+    r.close().await
+}
+
+/// `cancel` is `false` for an unknown id, a terminal job and a job already cancelled, and then
+/// changes nothing.
+pub async fn cancel_is_false_for_unknown_terminal_and_cancelled_ids(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let r = rig(store, Probe::new(), config()).await?;
+    assert!(!r.runner.cancel("ffffffffffffffffffffffffffffffff").await);
+    assert!(!r.runner.cancel("").await);
+    let d = r.submit("alice", "d", 1).await?;
+    r.terminal(&d).await?;
+    r.settled().await?;
+    assert!(!r.runner.cancel(&d).await, "a done job");
+    assert_eq!(r.view(&d).await?.job.status, JobStatus::Done);
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 2).await?;
+    assert!(r.runner.cancel(&a).await);
+    assert!(!r.runner.cancel(&a).await, "a second cancel");
+    r.probe.release_all();
+    assert!(!r.runner.cancel(&a).await, "a cancelled job");
+    assert_eq!(r.hooks.count(JobOutcome::Cancelled), 1);
+    assert_eq!(r.hooks.job_seconds(), 2);
+    r.close().await
+}
+
+/// `status` of an unknown id is `None`; a stored result that is not valid JSON gives that
+/// target `result: None` and an error naming the corruption, without a panic.
+pub async fn status_of_an_unknown_id_is_none_and_a_corrupt_result_is_named(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let r = rig(store, Probe::new(), config()).await?;
+    assert_eq!(
+        r.runner.status("ffffffffffffffffffffffffffffffff").await?,
+        None
+    );
+    assert_eq!(r.runner.status("").await?, None);
+    let job = NewJob {
+        id: "0123456789abcdef0123456789abcdef".into(),
+        caller: "mallory".into(),
+        class: CallerClass::Restricted,
+        idem_key: "k".into(),
+        targets: vec![(url("z", 0), "{}".into()), (url("z", 1), "{}".into())],
+        now: T0,
+    };
+    let caps = Caps {
+        targets_per_job: 8,
+        jobs_per_caller: 8,
+        jobs_total: 8,
+        ttl_secs: 100,
+    };
+    assert_eq!(r.store.admit(&job, &caps).await?, Admission::Created);
+    let bad = TargetWrite::Done {
+        result: "{\"content\": not json".into(),
+    };
+    assert!(r.store.finish_target(&job.id, 0, &bad, T0, None).await?);
+    let v = r.view(&job.id).await?;
+    let t = v.targets.first();
+    assert_eq!(
+        t.map(|t| (t.status, t.result.is_none())),
+        Some((TargetState::Done, true))
+    );
+    let error = t.map(|t| t.error.clone()).unwrap_or_default();
+    assert!(
+        error.contains("corrupt"),
+        "the error names the corruption: {error:?}"
+    );
+    assert_eq!(
+        v.targets.get(1).map(|t| t.status),
+        Some(TargetState::Pending)
+    );
+    r.close().await
+}
+
+/// `close` cancels the fetch token, waits for the in-flight fetch to return (a held fetch
+/// keeps it waiting), stores its outcome, then fails every live job with `runner closed`; no
+/// target starts after it; concurrent and later closes all return; the hooks report each
+/// closed job once and end at depth 0 and in-flight 0.
+pub async fn close_waits_for_the_inflight_fetch_then_fails_live_jobs(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let r = rig(store, Probe::new(), config()).await?;
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 2).await?;
+    r.started(&url("a", 0), 1).await?;
+    let b = r.submit("bob", "b", 1).await?;
+    let closes: Vec<_> = (0..2)
+        .map(|_| {
+            let runner = r.runner.clone();
+            tokio::spawn(async move { runner.close().await })
+        })
+        .collect();
+    let calls = r.probe.calls();
+    let Some(token) = calls.first().map(|c| c.cancel.clone()) else {
+        panic!("a0 was fetched");
+    };
+    until("close cancels the fetch token", || token.is_cancelled()).await?;
+    assert!(
+        closes.iter().all(|c| !c.is_finished()),
+        "close returned before the fetch did"
+    );
+    let refused = r.submit_targets("carol", targets("c", 1)).await;
+    assert_eq!(
+        refused,
+        Err(SubmitError::Store(StoreError::Closed)),
+        "submit while closing"
+    );
+    r.probe.release_all();
+    for c in closes {
+        within("a concurrent close", c).await??;
+    }
+    r.close().await?;
+
+    let va = r.view(&a).await?;
+    assert_eq!(
+        (va.job.status, va.job.error.as_str()),
+        (JobStatus::Failed, "runner closed")
+    );
+    assert_eq!(
+        states(&va),
+        [TargetState::Done, TargetState::Pending],
+        "a0's outcome is stored"
+    );
+    assert_eq!(
+        va.targets.first().and_then(|t| t.result.clone()),
+        Some(content_of(&url("a", 0)))
+    );
+    let vb = r.view(&b).await?;
+    assert_eq!(
+        (vb.job.status, vb.job.error.as_str()),
+        (JobStatus::Failed, "runner closed")
+    );
+    assert_eq!(states(&vb), [TargetState::Pending]);
+    assert_eq!(
+        r.probe.started(),
+        [url("a", 0)],
+        "nothing starts once close is called"
+    );
+    assert_eq!(r.store.live_jobs(None).await?, 0);
+    let h = &r.hooks;
+    assert_eq!((h.count(JobOutcome::Failed), h.job_seconds()), (2, 2));
+    assert!(
+        h.idle(),
+        "depth {:?} inflight {:?}",
+        h.depth(),
+        h.inflight()
+    );
+    Ok(())
+}
+
+/// On close, a cancelled job with a target in flight stays `cancelled` (its outcome is
+/// stored), and an in-flight target that answers busy is stored back to `pending` while its job
+/// is failed with `runner closed`.
+pub async fn close_leaves_cancelled_jobs_cancelled_and_a_busy_inflight_target_pending(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let probe = Probe::scripted(|url, _| {
+        if url.starts_with("https://a.") {
+            Act::Fail(FetchError::RetryLater("busy".into()))
+        } else {
+            Act::Ok(content_of(url))
+        }
+    });
+    let cfg = Config {
+        workers: 2,
+        ..config()
+    };
+    let r = rig(store, probe, cfg).await?;
+    r.probe.hold(&url("a", 0));
+    r.probe.hold(&url("b", 0));
+    let a = r.submit("alice", "a", 2).await?;
+    let b = r.submit("bob", "b", 1).await?;
+    r.started(&url("a", 0), 1).await?;
+    r.started(&url("b", 0), 1).await?;
+    assert!(r.runner.cancel(&b).await);
+    let closing = {
+        let runner = r.runner.clone();
+        tokio::spawn(async move { runner.close().await })
+    };
+    let calls = r.probe.calls();
+    until("close cancels the token", || {
+        calls.iter().all(|c| c.cancel.is_cancelled())
+    })
+    .await?;
+    r.probe.release_all();
+    within("close", closing).await??;
+    let va = r.view(&a).await?;
+    assert_eq!(
+        (va.job.status, va.job.error.as_str()),
+        (JobStatus::Failed, "runner closed")
+    );
+    assert_eq!(states(&va), [TargetState::Pending, TargetState::Pending]);
+    let vb = r.view(&b).await?;
+    assert_eq!(
+        (vb.job.status, states(&vb)),
+        (JobStatus::Cancelled, vec![TargetState::Done])
+    );
+    let h = &r.hooks;
+    assert_eq!(
+        (h.count(JobOutcome::Failed), h.count(JobOutcome::Cancelled)),
+        (1, 1)
+    );
+    assert_eq!(h.job_seconds(), 2);
+    assert!(
+        h.idle(),
+        "depth {:?} inflight {:?}",
+        h.depth(),
+        h.inflight()
+    );
+    Ok(())
+}
+
+/// `close` is idempotent even when a caller gives up on it: with the first close abandoned
+/// (its task aborted, as a timeout would drop it) while a fetch is in flight, a later close
+/// still stores that fetch's outcome, fails the live job with `runner closed`, and returns.
+pub async fn close_returns_even_after_an_earlier_close_was_abandoned(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let r = rig(store, Probe::new(), config()).await?;
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 2).await?;
+    r.started(&url("a", 0), 1).await?;
+    let first = {
+        let runner = r.runner.clone();
+        tokio::spawn(async move { runner.close().await })
+    };
+    let calls = r.probe.calls();
+    until("close cancels the token", || {
+        calls.iter().all(|c| c.cancel.is_cancelled())
+    })
+    .await?;
+    first.abort();
+    assert!(
+        first.await.is_err_and(|e| e.is_cancelled()),
+        "the first close was abandoned"
+    );
+    r.probe.release_all();
+    r.close().await?;
+    let v = r.view(&a).await?;
+    assert_eq!(
+        (v.job.status, v.job.error.as_str()),
+        (JobStatus::Failed, "runner closed")
+    );
+    assert_eq!(states(&v), [TargetState::Done, TargetState::Pending]);
+    Ok(())
+}
+
+/// `close` is idempotent: on an idle runner, a second and third close return at once; every
+/// submit after it is refused with `Store(Closed)`; cancel then says `false`.
+pub async fn close_is_idempotent_and_refuses_later_submits(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let r = rig(store, Probe::new(), config()).await?;
+    let a = r.submit("alice", "a", 1).await?;
+    r.terminal(&a).await?;
+    r.close().await?;
+    r.close().await?;
+    let clone = r.runner.clone();
+    within("close on a clone", clone.close()).await?;
+    let got = r.submit_targets("bob", targets("b", 1)).await;
+    assert_eq!(got, Err(SubmitError::Store(StoreError::Closed)));
+    if let Err(e) = got {
+        assert_eq!(e.to_string(), "store: runner closed");
+    }
+    assert!(!r.runner.cancel(&a).await);
+    assert_eq!(
+        r.view(&a).await?.job.status,
+        JobStatus::Done,
+        "close leaves done jobs done"
+    );
+    assert_eq!(r.store.live_jobs(None).await?, 0);
+    Ok(())
+}
+
+/// `Runner::start` fails every job left queued or running in the store with `interrupted`
+/// (leaving terminal jobs as they are), which frees their caps: the same callers are admitted
+/// again and their old jobs are not reused.
+pub async fn start_fails_leftover_live_jobs_as_interrupted_and_frees_their_caps(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let caps = Caps {
+        targets_per_job: 8,
+        jobs_per_caller: 8,
+        jobs_total: 8,
+        ttl_secs: 86_400,
+    };
+    let new_job = |id: &str, who: &str, ts: &[Target]| NewJob {
+        id: id.to_owned(),
+        caller: who.to_owned(),
+        class: CallerClass::Fleet,
+        idem_key: idem_key(who, ts),
+        targets: ts
+            .iter()
+            .map(|t| (t.url.clone(), t.options.to_json()))
+            .collect(),
+        now: T0 - 10,
+    };
+    let (qt, rt, dt) = (targets("q", 2), targets("r", 2), targets("d", 1));
+    let q = new_job("00000000000000000000000000000001", "alice", &qt);
+    let run = new_job("00000000000000000000000000000002", "bob", &rt);
+    let d = new_job("00000000000000000000000000000003", "carol", &dt);
+    for j in [&q, &run, &d] {
+        assert_eq!(store.admit(j, &caps).await?, Admission::Created);
+    }
+    assert!(store.start_target(&run.id, 0, T0 - 9).await?.is_some());
+    let done = TargetWrite::Done {
+        result: "{\"content\":\"x\"}".into(),
+    };
+    assert!(
+        store
+            .finish_target(&d.id, 0, &done, T0 - 9, Some(JobStatus::Done))
+            .await?
+    );
+    let d_before = store.job(&d.id).await?;
+
+    let cfg = Config {
+        jobs_per_caller: 1,
+        jobs_total: 2,
+        ..config()
+    };
+    let r = rig(store, Probe::new(), cfg).await?;
+    for id in [&q.id, &run.id] {
+        let row = r.row(id).await?;
+        assert_eq!(
+            (row.status, row.error.as_str()),
+            (JobStatus::Failed, "interrupted")
+        );
+    }
+    assert_eq!(
+        r.store.job(&d.id).await?,
+        d_before,
+        "a terminal job is left alone"
+    );
+    assert_eq!(r.store.live_jobs(None).await?, 0);
+    let q2 = r.create("alice", qt).await?;
+    let r2 = r.create("bob", rt).await?;
+    assert!(q2 != q.id && r2 != run.id);
+    r.terminal(&q2).await?;
+    r.terminal(&r2).await?;
+    assert_eq!(
+        r.probe.started().len(),
+        4,
+        "the new jobs run; the old ones never resume"
+    );
+    r.close().await
+}
+
+/// After each created job the runner sweeps: a terminal job whose lease is older than the TTL
+/// is deleted, while a live job whose lease is as old stays and completes.
+pub async fn sweep_after_a_submit_deletes_expired_jobs_but_never_a_live_one(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let cfg = Config {
+        ttl: Duration::from_secs(100),
+        ..config()
+    };
+    let r = rig(store, Probe::new(), cfg).await?;
+    let d = r.submit("alice", "d", 1).await?;
+    r.terminal(&d).await?;
+    r.probe.hold(&url("l", 0));
+    let l = r.submit("bob", "l", 2).await?;
+    r.started(&url("l", 0), 1).await?;
+    r.clock.set(T0 + 10_000);
+    let c = r.submit("carol", "c", 1).await?;
+    assert_eq!(
+        r.runner.status(&d).await?,
+        None,
+        "the expired done job is swept"
+    );
+    let vl = r.view(&l).await?;
+    assert_eq!(
+        vl.job.status,
+        JobStatus::Running,
+        "the live job is never swept"
+    );
+    r.probe.release_all();
+    assert_eq!(r.terminal(&l).await?.job.status, JobStatus::Done);
+    r.terminal(&c).await?;
+    r.close().await
+}
+
+/// After each stored target the runner evicts down to `max_bytes`: with a budget of 1 byte a
+/// finished job is deleted, while a live job stays, keeps its stored targets and completes.
+pub async fn evict_after_a_stored_target_deletes_terminal_jobs_but_never_a_live_one(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let cfg = Config {
+        max_bytes: 1,
+        ..config()
+    };
+    let r = rig(store, Probe::new(), cfg).await?;
+    let a = r.submit("alice", "a", 1).await?;
+    until("a is reported done", || {
+        r.hooks.count(JobOutcome::Done) == 1
+    })
+    .await?;
+    r.probe.hold(&url("b", 1));
+    let b = r.submit("bob", "b", 2).await?;
+    r.started(&url("b", 1), 1).await?;
+    assert_eq!(r.runner.status(&a).await?, None, "the done job is evicted");
+    let vb = r.view(&b).await?;
+    assert_eq!(
+        vb.job.status,
+        JobStatus::Running,
+        "the live job is never evicted"
+    );
+    assert_eq!(states(&vb), [TargetState::Done, TargetState::Running]);
+    assert_eq!(
+        vb.targets.first().and_then(|t| t.result.clone()),
+        Some(content_of(&url("b", 0)))
+    );
+    r.probe.release_all();
+    until("b is reported done", || {
+        r.hooks.count(JobOutcome::Done) == 2
+    })
+    .await?;
+    r.close().await
+}
+
+// ---- §8 errors, panics, logs --------------------------------------------------------------
+
+/// The distinctive panic value of the panic test: it must appear nowhere.
+pub const PANIC_VALUE: &str = "panic-value-5d1e9b-never-stored-or-logged";
+
+/// A panicking fetch is stored as `failed` with the error `internal error` and no hint; the
+/// job and the runner go on; the panic's value is in neither the store nor the logs.
+pub async fn a_panic_is_stored_as_internal_error_and_its_value_is_never_kept(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let logs = LogCapture::start();
+    let probe = Probe::scripted(|url, _| {
+        if url.ends_with("/0") {
+            Act::Panic(PANIC_VALUE.to_owned())
+        } else {
+            Act::Ok(content_of(url))
+        }
+    });
+    let r = rig(store, probe, config()).await?;
+    let a = r.submit("alice", "a", 2).await?;
+    let v = r.terminal(&a).await?;
+    assert_eq!(
+        v.job.status,
+        JobStatus::Partial,
+        "the job went on after the panic"
+    );
+    let t0 = v.targets.first();
+    assert_eq!(
+        t0.map(|t| (t.status, t.error.as_str(), t.hint.as_str())),
+        Some((TargetState::Failed, "internal error", ""))
+    );
+    let b = r.submit("bob", "b", 2).await?;
+    let vb = r.terminal(&b).await?;
+    assert_eq!(
+        vb.job.status,
+        JobStatus::Partial,
+        "the runner survived the panic"
+    );
+    r.close().await?;
+
+    let stored = format!(
+        "{:?} {:?} {:?} {:?}",
+        r.store.job(&a).await?,
+        r.store.targets(&a).await?,
+        r.store.job(&b).await?,
+        r.store.targets(&b).await?
+    );
+    assert!(!stored.contains(PANIC_VALUE), "the panic value is stored");
+    let text = logs.buf.text();
+    assert!(text.contains(&a), "the logs name the job");
+    assert!(
+        !text.contains(PANIC_VALUE),
+        "the panic value is logged:\n{text}"
+    );
+    Ok(())
+}
+
+/// A `finish_target` that fails is logged at warn with the job id; the job goes on with its
+/// next target and ends, and the outcomes the store accepted are there.
+pub async fn a_failing_finish_target_is_logged_at_warn_and_the_job_goes_on(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let logs = LogCapture::start();
+    let (f, dyn_store) = faulty(store);
+    let r = rig(dyn_store, Probe::new(), config()).await?;
+    r.probe.hold(&url("a", 1));
+    f.fail(Op::FinishTarget);
+    let a = r.submit("alice", "a", 2).await?;
+    r.started(&url("a", 1), 1).await?;
+    f.heal(Op::FinishTarget);
+    r.probe.release_all();
+    until("a is reported terminal", || r.hooks.terminal() == 1).await?;
+    assert!(
+        !logs.buf.warns_with(&a).is_empty(),
+        "no warn names job {a}:\n{}",
+        logs.buf.text()
+    );
+    let v = r.terminal(&a).await?;
+    assert_eq!(
+        states(&v).get(1),
+        Some(&TargetState::Done),
+        "a1's accepted outcome is stored"
+    );
+    let b = r.submit("bob", "b", 2).await?;
+    assert_eq!(r.terminal(&b).await?.job.status, JobStatus::Done);
+    r.close().await
+}
+
+/// A job whose last target cannot be stored (finish_target keeps failing) still ends: it is not
+/// left live in the store forever, holding its caller's cap.
+pub async fn a_job_whose_final_write_fails_still_ends_in_the_store(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let logs = LogCapture::start();
+    let (f, dyn_store) = faulty(store);
+    let cfg = Config {
+        jobs_per_caller: 1,
+        ..config()
+    };
+    let r = rig(dyn_store, Probe::new(), cfg).await?;
+    f.fail(Op::FinishTarget);
+    let a = r.submit("alice", "a", 1).await?;
+    until("a is reported terminal", || r.hooks.terminal() == 1).await?;
+    assert!(!logs.buf.warns_with(&a).is_empty(), "no warn names job {a}");
+    // The runner reports a job terminal only after its store writes for it have returned.
+    let status = f.inner().job(&a).await?.map(|r| r.status);
+    f.heal_all();
+    let again = r.submit_targets("alice", targets("b", 1)).await;
+    r.close().await?;
+    assert!(
+        status.is_some_and(JobStatus::is_terminal),
+        "job a stays {status:?} in the store after the runner reported it terminal"
+    );
+    assert!(again.is_ok(), "the caller's cap is still held: {again:?}");
+    Ok(())
+}
+
+/// A `start_target` that fails is logged at warn with the job id, and the job still ends; once
+/// the store heals, other jobs run as usual.
+pub async fn a_failing_start_target_is_logged_at_warn_and_the_job_goes_on(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let logs = LogCapture::start();
+    let (f, dyn_store) = faulty(store);
+    let r = rig(dyn_store, Probe::new(), config()).await?;
+    f.fail(Op::StartTarget);
+    let a = r.submit("alice", "a", 2).await?;
+    until("a is reported terminal", || r.hooks.terminal() == 1).await?;
+    assert!(!logs.buf.warns_with(&a).is_empty(), "no warn names job {a}");
+    let v = r.terminal(&a).await?;
+    assert_eq!(v.job.targets_done, 2, "both outcomes were stored");
+    f.heal_all();
+    let b = r.submit("bob", "b", 2).await?;
+    assert_eq!(r.terminal(&b).await?.job.status, JobStatus::Done);
+    r.close().await
+}
+
+/// A `set_status` that fails (on cancel and on close) is logged at warn with the job id; the
+/// runner goes on, other jobs complete and close returns.
+pub async fn a_failing_set_status_is_logged_at_warn_and_survived(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let logs = LogCapture::start();
+    let (f, dyn_store) = faulty(store);
+    let r = rig(dyn_store, Probe::new(), config()).await?;
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 2).await?;
+    r.started(&url("a", 0), 1).await?;
+    f.fail(Op::SetStatus);
+    r.runner.cancel(&a).await;
+    assert!(!logs.buf.warns_with(&a).is_empty(), "no warn names job {a}");
+    r.probe.release_all();
+    let b = r.submit("bob", "b", 2).await?;
+    assert_eq!(r.terminal(&b).await?.job.status, JobStatus::Done);
+    r.probe.hold(&url("c", 0));
+    let c = r.submit("carol", "c", 1).await?;
+    let d = r.submit("dave", "d", 1).await?;
+    r.started(&url("c", 0), 1).await?;
+    let closing = {
+        let runner = r.runner.clone();
+        tokio::spawn(async move { runner.close().await })
+    };
+    until("close cancels the token", || {
+        r.probe
+            .calls()
+            .last()
+            .is_some_and(|c| c.cancel.is_cancelled())
+    })
+    .await?;
+    r.probe.release_all();
+    within("close", closing).await??;
+    assert!(!logs.buf.warns_with(&d).is_empty(), "no warn names job {d}");
+    assert!(f.injected() > 0);
+    let vc = r.view(&c).await?;
+    assert_eq!(states(&vc), [TargetState::Done], "c0's outcome is stored");
+    Ok(())
+}
+
+/// A failing sweep (after a submit) and evict (after a stored target) are logged at warn with
+/// the job id; jobs still complete and close returns.
+pub async fn failing_sweep_and_evict_are_logged_at_warn_and_survived(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let logs = LogCapture::start();
+    let (f, dyn_store) = faulty(store);
+    let r = rig(dyn_store, Probe::new(), config()).await?;
+    f.fail(Op::Sweep);
+    f.fail(Op::Evict);
+    let a = r.submit("alice", "a", 2).await?;
+    let b = r.submit("bob", "b", 1).await?;
+    assert_eq!(r.terminal(&a).await?.job.status, JobStatus::Done);
+    assert_eq!(r.terminal(&b).await?.job.status, JobStatus::Done);
+    r.settled().await?;
+    for id in [&a, &b] {
+        let warns = logs.buf.warns_with(id);
+        assert!(
+            warns.iter().any(|l| l.contains("sweep")),
+            "no sweep warn names {id}"
+        );
+        assert!(
+            warns.iter().any(|l| l.contains("evict")),
+            "no evict warn names {id}"
+        );
+    }
+    r.close().await
+}
+
+/// With a store that fails every call after a countdown (tried at several points, with faults
+/// striking before the write and after it), the runner never panics or hangs: its jobs end,
+/// close returns, and every target outcome the store accepted is still stored as written.
+pub async fn a_store_failing_after_a_countdown_loses_no_accepted_outcome(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let (f, dyn_store) = faulty(store);
+    let probe = Probe::scripted(|url, _| {
+        if url.ends_with("/1") {
+            Act::Fail(FetchError::Other("no".into()))
+        } else {
+            Act::Ok(content_of(url))
+        }
+    });
+    for (t, timing) in [Timing::Before, Timing::After].into_iter().enumerate() {
+        for n in [0u64, 1, 2, 3, 5, 8, 13, 21, 34] {
+            f.heal_all();
+            f.set_timing(timing);
+            let cfg = Config {
+                workers: 2,
+                ..config()
+            };
+            let r = rig(dyn_store.clone(), probe.clone(), cfg).await?;
+            f.fail_after(n);
+            for k in 0..3 {
+                // A refused submit (store error) is fine; an admitted job must run to its end.
+                let job = format!("j{t}-{n}-{k}");
+                let _ = r.submit_targets(&format!("c{k}"), targets(&job, 3)).await;
+            }
+            r.settled().await?;
+            r.close().await?;
+        }
+    }
+    assert!(f.injected() > 0, "faults were injected");
+    f.heal_all();
+    let accepted = f.inner().accepted();
+    assert!(!accepted.is_empty(), "some writes got through");
+    for (id, idx, write) in accepted {
+        let rows = f.inner().targets(&id).await?;
+        let Some(row) = rows.get(idx) else {
+            panic!("the accepted outcome of target {idx} of job {id} is gone");
+        };
+        let mut want = row.clone();
+        want.apply(&write);
+        assert_eq!(
+            *row, want,
+            "target {idx} of job {id} is not as the store accepted it"
+        );
+    }
+    Ok(())
+}
+
+/// The distinctive host, url and caller key of the log test: none may appear in any log line.
+pub const SECRET_HOST: &str = "secret-host-7f3a.example";
+/// See [`SECRET_HOST`].
+pub const SECRET_PATH: &str = "very-private-path";
+/// See [`SECRET_HOST`].
+pub const SECRET_KEY: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+/// No log line, even at TRACE, carries a target's url or host or a caller's key — not in
+/// results, errors, hints, busy texts, panics, cancels or close — while the logs do name the
+/// jobs.
+pub async fn no_log_line_carries_a_url_host_or_caller_key(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let logs = LogCapture::start();
+    let secret = format!("https://{SECRET_HOST}/{SECRET_PATH}");
+    let s = secret.clone();
+    let probe = Probe::scripted(move |url, _| {
+        let text = format!("failed to reach {s} ({url})");
+        match url.rsplit('/').next() {
+            Some("0") => Act::Ok(TargetResult {
+                content: format!("page of {url}"),
+                meta: Default::default(),
+            }),
+            Some("1") => Act::Fail(FetchError::Target(TargetError {
+                status: 502,
+                msg: text.clone(),
+                hint: format!("check {s}"),
+            })),
+            Some("2") => Act::Fail(FetchError::Other(text)),
+            Some("3") => Act::Fail(FetchError::RetryLater(text)),
+            _ => Act::Panic(format!("panic at {s}")),
+        }
+    });
+    let cfg = Config {
+        retry_wait: Duration::from_millis(10),
+        retry_for: Duration::from_millis(60),
+        ..config()
+    };
+    let r = rig(store, probe, cfg).await?;
+    let who = Caller {
+        name: "alice".into(),
+        workspace: "ws".into(),
+        key_sha256: SECRET_KEY.into(),
+    };
+    let ts: Vec<Target> = (0..5).map(|i| target(&format!("{secret}/{i}"))).collect();
+    let a = r
+        .runner
+        .submit(who.clone(), CallerClass::Restricted, ts.clone())
+        .await?;
+    let again = r
+        .runner
+        .submit(who.clone(), CallerClass::Restricted, ts)
+        .await?;
+    assert!(again.reused);
+    r.terminal(&a.id).await?;
+    r.probe.hold(&format!("{secret}/b/0"));
+    let b_targets = vec![
+        target(&format!("{secret}/b/0")),
+        target(&format!("{secret}/b/1")),
+    ];
+    let b = r
+        .runner
+        .submit(who.clone(), CallerClass::Restricted, b_targets)
+        .await?;
+    r.started(&format!("{secret}/b/0"), 1).await?;
+    let c_targets = vec![target(&format!("{secret}/c/0"))];
+    let c = r
+        .runner
+        .submit(who.clone(), CallerClass::Restricted, c_targets)
+        .await?;
+    let d_targets = vec![target(&format!("{secret}/d/0"))];
+    let d = r
+        .runner
+        .submit(who, CallerClass::Restricted, d_targets)
+        .await?;
+    assert!(r.runner.cancel(&c.id).await);
+    r.runner.touch(&a.id).await;
+    let closing = {
+        let runner = r.runner.clone();
+        tokio::spawn(async move { runner.close().await })
+    };
+    until("close cancels the token", || {
+        r.probe
+            .calls()
+            .last()
+            .is_some_and(|c| c.cancel.is_cancelled())
+    })
+    .await?;
+    r.probe.release_all();
+    within("close", closing).await??;
+
+    let text = logs.buf.text();
+    assert!(!text.is_empty(), "nothing was logged");
+    for id in [&a.id, &b.id, &c.id, &d.id] {
+        assert!(
+            text.contains(id.as_str()),
+            "the logs never name job {id}:\n{text}"
+        );
+    }
+    for bad in [SECRET_HOST, SECRET_PATH, SECRET_KEY, "secret-host"] {
+        let lines: Vec<&str> = text.lines().filter(|l| l.contains(bad)).collect();
+        assert!(lines.is_empty(), "{bad:?} is logged:\n{}", lines.join("\n"));
+    }
+    Ok(())
+}
