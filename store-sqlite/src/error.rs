@@ -1,0 +1,45 @@
+//! Mapping rusqlite's errors into [`StoreError`].
+
+use rota_core::StoreError;
+use rusqlite::ErrorCode;
+
+/// `e`, met while doing `context`, as a [`StoreError`]: undecodable rows and a malformed file
+/// are [`StoreError::Corrupt`], a lock held elsewhere is [`StoreError::InUse`], anything else
+/// is [`StoreError::Backend`]. rusqlite's messages never carry a row's values, so no URL leaks.
+pub(crate) fn sql(context: &str, e: rusqlite::Error) -> StoreError {
+    match &e {
+        rusqlite::Error::FromSqlConversionFailure(..)
+        | rusqlite::Error::IntegralValueOutOfRange(..)
+        | rusqlite::Error::InvalidColumnType(..) => StoreError::Corrupt(format!("{context}: {e}")),
+        rusqlite::Error::SqliteFailure(f, _) => match f.code {
+            ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase => {
+                StoreError::Corrupt(format!("{context}: {e}"))
+            }
+            ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => {
+                StoreError::InUse(format!("{context}: {e}"))
+            }
+            _ => StoreError::backend(context, e),
+        },
+        _ => StoreError::backend(context, e),
+    }
+}
+
+/// A closure for `map_err`: [`sql`] with `context`.
+pub(crate) fn ctx(context: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
+    move |e| sql(context, e)
+}
+
+/// A stored text column that holds no known name of its enum.
+#[derive(Debug)]
+pub(crate) struct BadName {
+    pub(crate) what: &'static str,
+    pub(crate) found: String,
+}
+
+impl std::fmt::Display for BadName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "unknown {} {:?}", self.what, self.found)
+    }
+}
+
+impl std::error::Error for BadName {}

@@ -1,0 +1,274 @@
+//! Opening a file: the in-process claim, the look at the file before anything is written, and
+//! the lock that makes one process its owner.
+//!
+//! The order matters, and each step is there for a reason:
+//! 1. [`Claim`]: a process-wide set of the paths open here. A second open in this process fails
+//!    at once, before it touches the file: closing any descriptor of a file drops every POSIX
+//!    lock this process holds on it (SQLite's own locks included), so even a read of the header
+//!    through a fresh descriptor would silently unlock the first owner.
+//! 2. [`inspect`]: the first 100 bytes, read with plain file I/O. SQLite is not asked yet,
+//!    because opening a database may write (replaying a hot journal, creating `-wal`/`-shm`
+//!    files, changing the journal mode): a text file, a foreign or versioned-away database, or a
+//!    truncated one is refused here and left byte for byte as it was.
+//! 3. The lock: `PRAGMA locking_mode = EXCLUSIVE`, then `BEGIN IMMEDIATE` with a zero busy
+//!    timeout. On a WAL database SQLite then takes the file's EXCLUSIVE lock and keeps it until
+//!    the connection closes, and keeps the WAL index in heap memory (no `-shm` file). Another
+//!    process that opens the file cannot even read it: its `BEGIN IMMEDIATE` gets `SQLITE_BUSY`,
+//!    which is [`StoreError::InUse`]. The OS drops the lock when the owner exits, however it
+//!    exits (`kill -9` included), so a crashed owner never blocks the next.
+//! 4. Inside that transaction the marks and tables are checked again (now race-free) or, for a
+//!    file with no page yet, the schema is created; only then is the journal switched to WAL.
+//!
+//! A file of 0 bytes counts as new, as SQLite itself treats it (it is what `mktemp` and
+//! `tempfile` make); any file with content must already be a rota store of this version.
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use rota_core::StoreError;
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+use crate::error::ctx;
+use crate::schema::{self, Found};
+use crate::store::{SqliteOptions, Synchronous};
+
+/// The busy timeout once the store is open. The exclusive lock means no other connection ever
+/// holds the file, so this only bounds a wait that should not happen.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How many prepared statements a connection keeps: more than the store has.
+const STATEMENT_CACHE: usize = 64;
+
+/// The paths a [`crate::SqliteStore`] holds open in this process.
+static OPEN: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
+
+/// A path's entry in [`OPEN`], removed on drop.
+#[derive(Debug)]
+pub(crate) struct Claim(PathBuf);
+
+impl Claim {
+    /// Claims `path` for this process, or fails with [`StoreError::InUse`].
+    fn take(path: &Path) -> Result<Claim, StoreError> {
+        let key = canonical(path);
+        // Nothing panics under this lock, so a poisoned one holds a consistent set.
+        let mut open = OPEN.lock().unwrap_or_else(PoisonError::into_inner);
+        if !open.insert(key.clone()) {
+            return Err(StoreError::InUse(format!(
+                "{}: already open by another SqliteStore in this process; drop it first",
+                path.display()
+            )));
+        }
+        Ok(Claim(key))
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        OPEN.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.0);
+    }
+}
+
+/// `path` with symlinks resolved, so two spellings of one file are one claim. A file that does
+/// not exist yet is named by its canonical directory.
+fn canonical(path: &Path) -> PathBuf {
+    if let Ok(p) = path.canonicalize() {
+        return p;
+    }
+    match (path.parent(), path.file_name()) {
+        (Some(dir), Some(name)) => {
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            };
+            dir.canonicalize()
+                .map(|d| d.join(name))
+                .unwrap_or_else(|_| path.to_path_buf())
+        }
+        _ => path.to_path_buf(),
+    }
+}
+
+/// The SQLite header magic.
+const MAGIC: &[u8; 16] = b"SQLite format 3\0";
+
+/// Reads `path`'s header without SQLite and refuses what is not a rota store of this version.
+/// `Ok` for a missing or empty file (new) and for a plausible rota store. Writes nothing.
+pub(crate) fn inspect(path: &Path) -> Result<(), StoreError> {
+    let shown = path.display();
+    let mut file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(StoreError::backend(format!("opening {shown}"), e)),
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| StoreError::backend(format!("reading {shown}"), e))?;
+    if !meta.is_file() {
+        return Err(StoreError::Corrupt(format!("{shown}: not a regular file")));
+    }
+    let len = meta.len();
+    if len == 0 {
+        return Ok(());
+    }
+    let mut head = [0u8; 100];
+    match file.read_exact(&mut head) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+            return Err(StoreError::Corrupt(format!(
+                "{shown}: {len} bytes, too short for a SQLite database: not a rota store"
+            )));
+        }
+        Err(e) => return Err(StoreError::backend(format!("reading {shown}"), e)),
+    }
+    if !head.starts_with(MAGIC) {
+        return Err(StoreError::Corrupt(format!(
+            "{shown}: not a SQLite database (no SQLite header): not a rota store"
+        )));
+    }
+    let shown = shown.to_string();
+    schema::marks(be32(&head, 68), be32(&head, 60), &shown)?;
+    let page_size = match be16(&head, 16) {
+        1 => 65_536,
+        n if n >= 512 && n.is_power_of_two() => u64::from(n),
+        n => {
+            return Err(StoreError::Corrupt(format!(
+                "{shown}: invalid page size {n} in the SQLite header"
+            )));
+        }
+    };
+    if len % page_size != 0 {
+        return Err(StoreError::Corrupt(format!(
+            "{shown}: truncated: {len} bytes is not a whole number of {page_size}-byte pages"
+        )));
+    }
+    // The header's page count is valid when its change counter matches (file format §1.3.7).
+    // With a WAL beside the file, pages may legitimately live only in the WAL (and a checkpoint
+    // cut short by a crash may have written the header before the pages), so the size is
+    // checked only when there is none: then the file alone is the database.
+    let pages = u64::from(be32(&head, 28));
+    if be32(&head, 24) == be32(&head, 92) && !sidecar(path, "-wal").exists() {
+        let want = pages.saturating_mul(page_size);
+        if len < want {
+            return Err(StoreError::Corrupt(format!(
+                "{shown}: truncated: the header says {pages} pages ({want} bytes), \
+                 the file holds {len} bytes"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn be32(head: &[u8; 100], at: usize) -> u32 {
+    head.get(at..at + 4)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u32::from_be_bytes)
+}
+
+fn be16(head: &[u8; 100], at: usize) -> u16 {
+    head.get(at..at + 2)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u16::from_be_bytes)
+}
+
+/// `path` with `suffix` appended to its file name (`-wal`, `-journal`).
+fn sidecar(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = OsString::from(path.as_os_str());
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// Opens (or creates) the rota store at `path` and makes this connection its one owner.
+pub(crate) fn open_file(
+    path: &Path,
+    opts: SqliteOptions,
+) -> Result<(Connection, Claim), StoreError> {
+    let claim = Claim::take(path)?;
+    inspect(path)?;
+    let shown = path.display().to_string();
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut conn = Connection::open_with_flags(path, flags)
+        .map_err(|e| crate::error::sql(&format!("opening {shown}"), e))?;
+    conn.busy_timeout(Duration::ZERO)
+        .map_err(ctx("setting the busy timeout"))?;
+    let mode: String = conn
+        .query_row("PRAGMA locking_mode = EXCLUSIVE", [], |r| r.get(0))
+        .map_err(ctx("setting the locking mode"))?;
+    if !mode.eq_ignore_ascii_case("exclusive") {
+        return Err(StoreError::backend(
+            "setting the locking mode",
+            io::Error::other(format!("SQLite kept locking mode {mode:?}")),
+        ));
+    }
+    {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| locked(&shown, e))?;
+        match schema::check(&tx, &shown)? {
+            Found::New => schema::create(&tx)?,
+            Found::Rota => {}
+        }
+        tx.commit().map_err(|e| locked(&shown, e))?;
+    }
+    let journal: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .map_err(ctx("switching to WAL"))?;
+    if !journal.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::backend(
+            "switching to WAL",
+            io::Error::other(format!("SQLite kept journal mode {journal:?}")),
+        ));
+    }
+    tune(&conn, opts.synchronous)?;
+    Ok((conn, claim))
+}
+
+/// The error of taking the file's lock: busy means another owner.
+fn locked(shown: &str, e: rusqlite::Error) -> StoreError {
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+            StoreError::InUse(format!(
+                "{shown}: locked by another process (another SqliteStore, or any SQLite \
+                 client); only one may own a rota store at a time"
+            ))
+        }
+        _ => crate::error::sql(&format!("opening {shown}"), e),
+    }
+}
+
+/// Opens a private in-memory store with the schema.
+pub(crate) fn open_memory() -> Result<Connection, StoreError> {
+    let mut conn = Connection::open_in_memory().map_err(ctx("opening an in-memory database"))?;
+    {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(ctx("creating the schema"))?;
+        schema::create(&tx)?;
+        tx.commit().map_err(ctx("creating the schema"))?;
+    }
+    tune(&conn, Synchronous::Normal)?;
+    Ok(conn)
+}
+
+/// The settings of every connection after the schema is in place.
+fn tune(conn: &Connection, sync: Synchronous) -> Result<(), StoreError> {
+    let level = match sync {
+        Synchronous::Normal => "NORMAL",
+        Synchronous::Full => "FULL",
+    };
+    conn.execute_batch(&format!("PRAGMA synchronous = {level};"))
+        .map_err(ctx("setting synchronous"))?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(ctx("setting the busy timeout"))?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    Ok(())
+}

@@ -1,0 +1,561 @@
+//! Every [`BatchStore`](rota_core::BatchStore) operation as a synchronous function of the
+//! connection: one statement for a read, one `BEGIN IMMEDIATE` transaction for a write.
+//!
+//! The rows are built and changed with rota-core's own helpers ([`NewJob::rows`],
+//! [`TargetRow::apply`], [`TargetRow::n_bytes`], [`reusable`], [`may_transition`],
+//! [`sweepable`]'s cutoff), so the counts agree byte for byte with every other backend.
+
+use rota_core::{
+    Admission, CallerClass, Caps, JobRow, JobStatus, NewJob, StoreError, TargetRow, TargetState,
+    TargetWrite, may_transition, reusable,
+};
+use rusqlite::types::Type;
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
+
+use crate::error::{BadName, ctx};
+
+/// The predicate of the `jobs_live` index, written exactly as there so SQLite uses it.
+macro_rules! live {
+    () => {
+        "status IN ('queued', 'running')"
+    };
+}
+/// The predicate of the `jobs_sweep` and `jobs_evict` indexes.
+macro_rules! terminal {
+    () => {
+        "status NOT IN ('queued', 'running')"
+    };
+}
+
+// The statements that look rows up, named so the tests can check each one's query plan.
+const REUSE: &str = "SELECT id, status, lease FROM jobs WHERE caller = ?1 AND idem_key = ?2 \
+                     ORDER BY created_at DESC, id DESC";
+const JOB: &str = "SELECT id, caller, class, idem_key, status, error, targets_total, \
+                   targets_done, created_at, lease, n_bytes FROM jobs WHERE id = ?1";
+const TARGETS: &str = "SELECT t.idx, t.url, t.options, t.status, t.result, t.error, t.hint \
+                       FROM jobs j JOIN targets t ON t.job = j.seq WHERE j.id = ?1 \
+                       ORDER BY t.idx";
+const LOCATE: &str = "SELECT j.seq, j.status, t.rowid, t.idx, t.url, t.options, t.status, \
+                      t.result, t.error, t.hint FROM jobs j JOIN targets t ON t.job = j.seq \
+                      WHERE j.id = ?1 AND t.idx = ?2";
+const SWEEP_DUE: &str = concat!(
+    "SELECT seq, n_bytes FROM jobs WHERE ",
+    terminal!(),
+    " AND lease < ?1"
+);
+const EVICT_OLDEST: &str = concat!(
+    "SELECT seq, n_bytes FROM jobs WHERE ",
+    terminal!(),
+    " ORDER BY created_at, id LIMIT 1"
+);
+const RECOVER: &str = concat!(
+    "UPDATE jobs SET status = 'failed', error = ?1, lease = ?2 WHERE ",
+    live!()
+);
+const LIVE_CALLER: &str = concat!(
+    "SELECT count(*) FROM jobs WHERE ",
+    live!(),
+    " AND caller = ?1"
+);
+const LIVE_ALL: &str = concat!("SELECT count(*) FROM jobs WHERE ", live!());
+
+fn write_tx<'c>(
+    conn: &'c mut Connection,
+    what: &'static str,
+) -> Result<Transaction<'c>, StoreError> {
+    conn.transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(ctx(what))
+}
+
+fn name<T>(
+    r: &Row<'_>,
+    col: usize,
+    what: &'static str,
+    parse: fn(&str) -> Option<T>,
+) -> rusqlite::Result<T> {
+    let s: String = r.get(col)?;
+    parse(&s).ok_or_else(|| {
+        let found = s.chars().take(32).collect();
+        rusqlite::Error::FromSqlConversionFailure(
+            col,
+            Type::Text,
+            Box::new(BadName { what, found }),
+        )
+    })
+}
+
+fn job_row(r: &Row<'_>) -> rusqlite::Result<JobRow> {
+    Ok(JobRow {
+        id: r.get(0)?,
+        caller: r.get(1)?,
+        class: name(r, 2, "caller class", CallerClass::parse)?,
+        idem_key: r.get(3)?,
+        status: name(r, 4, "job status", JobStatus::parse)?,
+        error: r.get(5)?,
+        targets_total: r.get(6)?,
+        targets_done: r.get(7)?,
+        created_at: r.get(8)?,
+        lease: r.get(9)?,
+        n_bytes: r.get(10)?,
+    })
+}
+
+/// Columns `idx, url, options, status, result, error, hint` from `first` on.
+fn target_row(r: &Row<'_>, first: usize) -> rusqlite::Result<TargetRow> {
+    Ok(TargetRow {
+        idx: r.get(first)?,
+        url: r.get(first + 1)?,
+        options: r.get(first + 2)?,
+        status: name(r, first + 3, "target state", TargetState::parse)?,
+        result: r.get(first + 4)?,
+        error: r.get(first + 5)?,
+        hint: r.get(first + 6)?,
+    })
+}
+
+pub(crate) fn admit(
+    conn: &mut Connection,
+    total: &mut u64,
+    job: &NewJob,
+    caps: &Caps,
+) -> Result<Admission, StoreError> {
+    let tx = write_tx(conn, "admitting a job")?;
+    let e = ctx("admitting a job");
+    {
+        let mut stmt = tx.prepare_cached(REUSE).map_err(&e)?;
+        let mut rows = stmt.query(params![job.caller, job.idem_key]).map_err(&e)?;
+        while let Some(r) = rows.next().map_err(&e)? {
+            let status = name(r, 1, "job status", JobStatus::parse).map_err(&e)?;
+            let lease: i64 = r.get(2).map_err(&e)?;
+            if reusable(status, lease, job.now, caps.ttl_secs) {
+                return Ok(Admission::Reused {
+                    id: r.get(0).map_err(&e)?,
+                });
+            }
+        }
+    }
+    if job.targets.len() > caps.targets_per_job {
+        return Ok(Admission::TooManyTargets {
+            max: caps.targets_per_job,
+            got: job.targets.len(),
+        });
+    }
+    if live_in(&tx, Some(&job.caller))? >= caps.jobs_per_caller {
+        return Ok(Admission::CallerBusy);
+    }
+    if live_in(&tx, None)? >= caps.jobs_total {
+        return Ok(Admission::Busy);
+    }
+    let exists = tx
+        .prepare_cached("SELECT 1 FROM jobs WHERE id = ?1")
+        .and_then(|mut s| s.exists([&job.id]))
+        .map_err(&e)?;
+    if exists {
+        return Err(StoreError::Conflict(format!(
+            "job id {} already exists",
+            job.id
+        )));
+    }
+    let (row, targets) = job.rows();
+    tx.prepare_cached(
+        "INSERT INTO jobs (id, caller, class, idem_key, status, error, targets_total, \
+         targets_done, created_at, lease, n_bytes) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            row.id,
+            row.caller,
+            row.class.as_str(),
+            row.idem_key,
+            row.status.as_str(),
+            row.error,
+            row.targets_total,
+            row.targets_done,
+            row.created_at,
+            row.lease,
+            row.n_bytes
+        ])
+    })
+    .map_err(&e)?;
+    let seq = tx.last_insert_rowid();
+    {
+        let mut insert = tx
+            .prepare_cached(
+                "INSERT INTO targets (job, idx, url, options, status, result, error, hint) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )
+            .map_err(&e)?;
+        for t in &targets {
+            insert
+                .execute(params![
+                    seq,
+                    t.idx,
+                    t.url,
+                    t.options,
+                    t.status.as_str(),
+                    t.result,
+                    t.error,
+                    t.hint
+                ])
+                .map_err(&e)?;
+        }
+    }
+    tx.commit().map_err(&e)?;
+    *total = shift(*total, i128::from(row.n_bytes));
+    Ok(Admission::Created)
+}
+
+pub(crate) fn job(conn: &Connection, id: &str) -> Result<Option<JobRow>, StoreError> {
+    let e = ctx("reading a job");
+    conn.prepare_cached(JOB)
+        .and_then(|mut s| s.query_row([id], job_row).optional())
+        .map_err(e)
+}
+
+pub(crate) fn targets(conn: &Connection, id: &str) -> Result<Vec<TargetRow>, StoreError> {
+    let e = ctx("reading a job's targets");
+    let mut stmt = conn.prepare_cached(TARGETS).map_err(&e)?;
+    let rows = stmt.query_map([id], |r| target_row(r, 0)).map_err(&e)?;
+    rows.collect::<Result<Vec<_>, _>>().map_err(&e)
+}
+
+/// A job's key and status, and its target `idx` with that target's rowid.
+struct Located {
+    seq: i64,
+    status: JobStatus,
+    rowid: i64,
+    target: TargetRow,
+}
+
+fn locate(
+    tx: &Transaction<'_>,
+    id: &str,
+    idx: usize,
+    what: &'static str,
+) -> Result<Option<Located>, StoreError> {
+    // An idx past i64::MAX names no stored target.
+    let Ok(idx) = i64::try_from(idx) else {
+        return Ok(None);
+    };
+    tx.prepare_cached(LOCATE)
+        .and_then(|mut s| {
+            s.query_row(params![id, idx], |r| {
+                Ok(Located {
+                    seq: r.get(0)?,
+                    status: name(r, 1, "job status", JobStatus::parse)?,
+                    rowid: r.get(2)?,
+                    target: target_row(r, 3)?,
+                })
+            })
+            .optional()
+        })
+        .map_err(ctx(what))
+}
+
+/// Applies `write` to the located target and the job's counts and lease, inside `tx`.
+/// Returns the row as stored and the job's status after `status` (if any) was applied.
+fn store_target(
+    tx: &Transaction<'_>,
+    mut at: Located,
+    write: &TargetWrite,
+    now: i64,
+    status: Option<JobStatus>,
+    what: &'static str,
+) -> Result<(TargetRow, i128), StoreError> {
+    let e = ctx(what);
+    let (bytes_before, done_before) = (at.target.n_bytes(), at.target.status.is_finished());
+    at.target.apply(write);
+    let (bytes_after, done_after) = (at.target.n_bytes(), at.target.status.is_finished());
+    let t = &at.target;
+    tx.prepare_cached(
+        "UPDATE targets SET status = ?1, result = ?2, error = ?3, hint = ?4 WHERE rowid = ?5",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            t.status.as_str(),
+            t.result,
+            t.error,
+            t.hint,
+            at.rowid
+        ])
+    })
+    .map_err(&e)?;
+    let delta_bytes = i128::from(bytes_after) - i128::from(bytes_before);
+    let delta_done = i64::from(done_after) - i64::from(done_before);
+    let new_status = status
+        .filter(|s| may_transition(at.status, *s))
+        .unwrap_or(at.status);
+    let bytes = i64_of(delta_bytes).map_err(&e)?;
+    if new_status == at.status {
+        // Status not written: SQLite then leaves the partial indexes on status alone.
+        tx.prepare_cached(
+            "UPDATE jobs SET lease = ?1, targets_done = targets_done + ?2, \
+             n_bytes = n_bytes + ?3 WHERE seq = ?4",
+        )
+        .and_then(|mut s| s.execute(params![now, delta_done, bytes, at.seq]))
+        .map_err(&e)?;
+    } else {
+        // An explicit finish clears the job's error, as set_status does with an empty one.
+        tx.prepare_cached(
+            "UPDATE jobs SET lease = ?1, targets_done = targets_done + ?2, \
+             n_bytes = n_bytes + ?3, status = ?5, error = '' WHERE seq = ?4",
+        )
+        .and_then(|mut s| s.execute(params![now, delta_done, bytes, at.seq, new_status.as_str()]))
+        .map_err(&e)?;
+    }
+    Ok((at.target, delta_bytes))
+}
+
+pub(crate) fn start_target(
+    conn: &mut Connection,
+    total: &mut u64,
+    id: &str,
+    idx: usize,
+    now: i64,
+) -> Result<Option<TargetRow>, StoreError> {
+    const WHAT: &str = "starting a target";
+    let tx = write_tx(conn, WHAT)?;
+    let Some(at) = locate(&tx, id, idx, WHAT)? else {
+        return Ok(None);
+    };
+    let running = Some(JobStatus::Running);
+    let (row, delta) = store_target(&tx, at, &TargetWrite::Running, now, running, WHAT)?;
+    tx.commit().map_err(ctx(WHAT))?;
+    *total = shift(*total, delta);
+    Ok(Some(row))
+}
+
+pub(crate) fn finish_target(
+    conn: &mut Connection,
+    total: &mut u64,
+    id: &str,
+    idx: usize,
+    write: &TargetWrite,
+    now: i64,
+    finish: Option<JobStatus>,
+) -> Result<bool, StoreError> {
+    const WHAT: &str = "storing a target";
+    let tx = write_tx(conn, WHAT)?;
+    let Some(at) = locate(&tx, id, idx, WHAT)? else {
+        return Ok(false);
+    };
+    let (_, delta) = store_target(&tx, at, write, now, finish, WHAT)?;
+    tx.commit().map_err(ctx(WHAT))?;
+    *total = shift(*total, delta);
+    Ok(true)
+}
+
+pub(crate) fn set_status(
+    conn: &mut Connection,
+    id: &str,
+    status: JobStatus,
+    error: &str,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let e = ctx("setting a job's status");
+    let tx = write_tx(conn, "setting a job's status")?;
+    let from = tx
+        .prepare_cached("SELECT status FROM jobs WHERE id = ?1")
+        .and_then(|mut s| {
+            s.query_row([id], |r| name(r, 0, "job status", JobStatus::parse))
+                .optional()
+        })
+        .map_err(&e)?;
+    let Some(from) = from else {
+        return Ok(false);
+    };
+    if !may_transition(from, status) {
+        return Ok(false);
+    }
+    tx.prepare_cached("UPDATE jobs SET status = ?1, error = ?2, lease = ?3 WHERE id = ?4")
+        .and_then(|mut s| s.execute(params![status.as_str(), error, now, id]))
+        .map_err(&e)?;
+    tx.commit().map_err(&e)?;
+    Ok(true)
+}
+
+pub(crate) fn touch(conn: &Connection, id: &str, now: i64) -> Result<bool, StoreError> {
+    // One statement: SQLite runs it as its own transaction.
+    conn.prepare_cached("UPDATE jobs SET lease = ?1 WHERE id = ?2")
+        .and_then(|mut s| s.execute(params![now, id]))
+        .map(|n| n > 0)
+        .map_err(ctx("touching a job"))
+}
+
+pub(crate) fn sweep(
+    conn: &mut Connection,
+    total: &mut u64,
+    now: i64,
+    ttl_secs: i64,
+) -> Result<usize, StoreError> {
+    const WHAT: &str = "sweeping old jobs";
+    let e = ctx(WHAT);
+    // rota_core::sweepable: terminal and lease < now - ttl.
+    let cutoff = now.saturating_sub(ttl_secs);
+    let tx = write_tx(conn, WHAT)?;
+    let due: Vec<(i64, u64)> = tx
+        .prepare_cached(SWEEP_DUE)
+        .and_then(|mut s| {
+            s.query_map([cutoff], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .map_err(&e)?;
+    if due.is_empty() {
+        return Ok(0);
+    }
+    let mut freed = 0;
+    for &(seq, n_bytes) in &due {
+        delete(&tx, seq, WHAT)?;
+        freed += i128::from(n_bytes);
+    }
+    tx.commit().map_err(&e)?;
+    *total = shift(*total, -freed);
+    Ok(due.len())
+}
+
+pub(crate) fn evict(
+    conn: &mut Connection,
+    total: &mut u64,
+    max_bytes: u64,
+) -> Result<usize, StoreError> {
+    const WHAT: &str = "evicting old jobs";
+    let e = ctx(WHAT);
+    if *total <= max_bytes {
+        return Ok(0);
+    }
+    let tx = write_tx(conn, WHAT)?;
+    let (mut left, mut deleted) = (*total, 0);
+    while left > max_bytes {
+        let oldest: Option<(i64, u64)> = tx
+            .prepare_cached(EVICT_OLDEST)
+            .and_then(|mut s| s.query_row([], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+            .map_err(&e)?;
+        let Some((seq, n_bytes)) = oldest else {
+            break;
+        };
+        delete(&tx, seq, WHAT)?;
+        left = left.saturating_sub(n_bytes);
+        deleted += 1;
+    }
+    tx.commit().map_err(&e)?;
+    *total = left;
+    Ok(deleted)
+}
+
+/// Deletes job `seq` and its targets.
+fn delete(tx: &Transaction<'_>, seq: i64, what: &'static str) -> Result<(), StoreError> {
+    let e = ctx(what);
+    tx.prepare_cached("DELETE FROM targets WHERE job = ?1")
+        .and_then(|mut s| s.execute([seq]))
+        .map_err(&e)?;
+    tx.prepare_cached("DELETE FROM jobs WHERE seq = ?1")
+        .and_then(|mut s| s.execute([seq]))
+        .map_err(&e)?;
+    Ok(())
+}
+
+pub(crate) fn recover(conn: &mut Connection, error: &str, now: i64) -> Result<usize, StoreError> {
+    conn.prepare_cached(RECOVER)
+        .and_then(|mut s| s.execute(params![error, now]))
+        .map_err(ctx("recovering live jobs"))
+}
+
+pub(crate) fn live_jobs(conn: &Connection, caller: Option<&str>) -> Result<usize, StoreError> {
+    live_in(conn, caller)
+}
+
+/// The live jobs of `caller` (or all), counted in the `jobs_live` index.
+fn live_in(conn: &Connection, caller: Option<&str>) -> Result<usize, StoreError> {
+    let e = ctx("counting live jobs");
+    match caller {
+        Some(c) => conn
+            .prepare_cached(LIVE_CALLER)
+            .and_then(|mut s| s.query_row([c], |r| r.get(0))),
+        None => conn
+            .prepare_cached(LIVE_ALL)
+            .and_then(|mut s| s.query_row([], |r| r.get(0))),
+    }
+    .map_err(e)
+}
+
+/// The sum of every job's `n_bytes`, read once when a store opens. From then on the store
+/// keeps the total in memory, changed after each commit that changes it: the file has one
+/// owner, so no other writer can move it, and no write pays for a counter row.
+pub(crate) fn sum_bytes(conn: &Connection) -> Result<u64, StoreError> {
+    conn.query_row("SELECT coalesce(sum(n_bytes), 0) FROM jobs", [], |r| {
+        r.get(0)
+    })
+    .map_err(ctx("summing the stored bytes"))
+}
+
+/// `total` moved by `delta`, never below 0.
+fn shift(total: u64, delta: i128) -> u64 {
+    u64::try_from((i128::from(total) + delta).max(0)).unwrap_or(u64::MAX)
+}
+
+fn i64_of(v: i128) -> rusqlite::Result<i64> {
+    i64::try_from(v).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+}
+
+/// Runs `PRAGMA integrity_check`: `Ok` when SQLite says "ok", else its findings.
+pub(crate) fn integrity_check(conn: &Connection) -> Result<(), StoreError> {
+    let e = ctx("checking integrity");
+    let lines: Vec<String> = conn
+        .prepare("PRAGMA integrity_check")
+        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+        .map_err(&e)?;
+    if lines.len() == 1 && lines.first().is_some_and(|l| l == "ok") {
+        Ok(())
+    } else {
+        Err(StoreError::Corrupt(format!(
+            "integrity check: {}",
+            lines.join("; ")
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The query plan of `sql`, one detail line per step.
+    fn plan(conn: &Connection, sql: &str) -> Vec<String> {
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let nulls = vec![rusqlite::types::Null; stmt.parameter_count()];
+        stmt.query_map(rusqlite::params_from_iter(nulls), |r| r.get::<_, String>(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn every_lookup_is_served_by_an_index_never_a_table_scan() {
+        let conn = crate::open::open_memory().unwrap();
+        let want = [
+            (REUSE, "jobs_by_key"),
+            (JOB, "sqlite_autoindex_jobs_1"),
+            (TARGETS, "sqlite_autoindex_targets_1"),
+            (LOCATE, "sqlite_autoindex_targets_1"),
+            (SWEEP_DUE, "jobs_sweep"),
+            (EVICT_OLDEST, "jobs_evict"),
+            (RECOVER, "jobs_live"),
+            (LIVE_CALLER, "jobs_live"),
+            (LIVE_ALL, "jobs_live"),
+        ];
+        for (sql, index) in want {
+            let steps = plan(&conn, sql);
+            assert!(
+                steps.iter().any(|s| s.contains(index)),
+                "{sql}: expected index {index}, plan {steps:?}"
+            );
+            for s in &steps {
+                let scans_a_table = s.starts_with("SCAN") && !s.contains("INDEX");
+                assert!(
+                    !scans_a_table && !s.contains("TEMP B-TREE"),
+                    "{sql}: plan {steps:?}"
+                );
+            }
+        }
+    }
+}

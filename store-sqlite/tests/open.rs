@@ -1,0 +1,388 @@
+//! Opening a file: one owner at a time, and every file that is not a rota store of this schema
+//! version refused with a clear error and left byte for byte as it was.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rota_core::{BatchStore, CallerClass, Caps, JobStatus, NewJob, StoreError, TargetWrite};
+use rota_store_sqlite::{APPLICATION_ID, SCHEMA_VERSION, SqliteOptions, SqliteStore, Synchronous};
+
+const CAPS: Caps = Caps {
+    targets_per_job: 8,
+    jobs_per_caller: 4,
+    jobs_total: 8,
+    ttl_secs: 3600,
+};
+
+fn new_job(id: &str, n: usize) -> NewJob {
+    NewJob {
+        id: id.into(),
+        caller: "alice".into(),
+        class: CallerClass::Fleet,
+        idem_key: format!("key-{id}"),
+        targets: (0..n)
+            .map(|i| (format!("https://example.com/{id}/{i}"), "{}".into()))
+            .collect(),
+        now: 100,
+    }
+}
+
+/// Every file in `dir` with its bytes, so a test can see that nothing was written or added.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files: Vec<_> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let p = e.unwrap().path();
+            let bytes = fs::read(&p).unwrap();
+            (p, bytes)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// Opens `path` expecting a refusal; checks that the directory is byte for byte unchanged.
+fn refused(path: &Path) -> StoreError {
+    let dir = path.parent().unwrap();
+    let before = snapshot(dir);
+    let err = SqliteStore::open(path).expect_err("the file must be refused");
+    assert_eq!(
+        snapshot(dir),
+        before,
+        "refusing {err} changed the directory"
+    );
+    err
+}
+
+/// A rota store at `path` holding one finished job, closed.
+async fn make_store(path: &Path) {
+    let store = SqliteStore::open(path).unwrap();
+    store.admit(&new_job("j1", 2), &CAPS).await.unwrap();
+    for idx in 0..2 {
+        store.start_target("j1", idx, 101).await.unwrap();
+        let write = TargetWrite::Done {
+            result: format!(r#"{{"content":"c{idx}"}}"#),
+        };
+        let finish = (idx == 1).then_some(JobStatus::Done);
+        store
+            .finish_target("j1", idx, &write, 102, finish)
+            .await
+            .unwrap();
+    }
+}
+
+/// Runs the sqlite3-compatible statements `sql` on a fresh database at `path` with rusqlite.
+fn foreign_db(path: &Path, sql: &str) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch(sql).unwrap();
+}
+
+#[tokio::test]
+async fn a_store_keeps_its_jobs_and_byte_total_across_close_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rota.db");
+    make_store(&path).await;
+    let store = SqliteStore::open(&path).unwrap();
+    let job = store.job("j1").await.unwrap().unwrap();
+    assert_eq!((job.status, job.targets_done), (JobStatus::Done, 2));
+    let targets = store.targets("j1").await.unwrap();
+    assert_eq!(targets[1].result.as_deref(), Some(r#"{"content":"c1"}"#));
+    store.integrity_check().unwrap();
+    store.admit(&new_job("j2", 3), &CAPS).await.unwrap();
+    let total = store.total_bytes().await.unwrap();
+    assert_eq!(
+        total,
+        job.n_bytes + store.job("j2").await.unwrap().unwrap().n_bytes
+    );
+    drop(store);
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.total_bytes().await.unwrap(), total);
+    assert_eq!(store.evict(0).await.unwrap(), 1, "only j1 is terminal");
+    let left = store.job("j2").await.unwrap().unwrap().n_bytes;
+    assert_eq!(store.total_bytes().await.unwrap(), left);
+    drop(store);
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.total_bytes().await.unwrap(), left);
+    assert_eq!(store.job("j1").await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_missing_file_and_a_zero_byte_file_are_new_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("new.db");
+    let store = SqliteStore::open(&missing).unwrap();
+    assert_eq!(store.live_jobs(None).await.unwrap(), 0);
+    drop(store);
+    let empty = dir.path().join("empty.db");
+    fs::write(&empty, b"").unwrap();
+    let store = SqliteStore::open(&empty).unwrap();
+    store.admit(&new_job("j1", 1), &CAPS).await.unwrap();
+    assert_eq!(store.live_jobs(None).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn an_open_store_keeps_only_its_file_and_wal_and_a_closed_one_only_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rota.db");
+    let names = || {
+        let mut n: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        n.sort();
+        n
+    };
+    let store = SqliteStore::open(&path).unwrap();
+    store.admit(&new_job("j1", 1), &CAPS).await.unwrap();
+    // No -shm: the exclusive lock keeps the WAL index in memory; no -journal left over from
+    // the schema's creation.
+    assert_eq!(names(), ["rota.db", "rota.db-wal"]);
+    drop(store);
+    assert_eq!(names(), ["rota.db"]);
+}
+
+#[tokio::test]
+async fn a_new_store_carries_rota_marks_in_its_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rota.db");
+    drop(SqliteStore::open(&path).unwrap());
+    let head = fs::read(&path).unwrap();
+    assert!(head.starts_with(b"SQLite format 3\0"));
+    let be32 = |at: usize| u32::from_be_bytes(head[at..at + 4].try_into().unwrap());
+    assert_eq!(be32(68), APPLICATION_ID);
+    assert_eq!(be32(60), SCHEMA_VERSION);
+    // WAL (2) for both the read and write versions.
+    assert_eq!((head[18], head[19]), (2, 2));
+}
+
+#[test]
+fn a_second_open_in_this_process_is_in_use_until_the_first_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rota.db");
+    let first = SqliteStore::open(&path).unwrap();
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert!(matches!(err, StoreError::InUse(_)), "{err:?}");
+    assert!(err.to_string().contains("already open"), "{err}");
+    // Another spelling of the same file is the same file.
+    let alias = dir.path().join(".").join("rota.db");
+    assert!(matches!(
+        SqliteStore::open(&alias),
+        Err(StoreError::InUse(_))
+    ));
+    drop(first);
+    SqliteStore::open(&path).unwrap();
+}
+
+#[test]
+fn a_file_locked_by_another_process_is_in_use() {
+    // The `sqlite3`-free way to hold the lock from another process: this test binary itself,
+    // re-executed as a child that opens the store and waits for its stdin to close.
+    if let Ok(path) = std::env::var("ROTA_SQLITE_HOLD") {
+        let _store = SqliteStore::open(&path).unwrap();
+        println!("\nrota-hold-open");
+        let mut line = String::new();
+        let _ = std::io::stdin().read_line(&mut line);
+        return;
+    }
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rota.db");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_file_locked_by_another_process_is_in_use",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("ROTA_SQLITE_HOLD", &path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "the child exited");
+        if line.trim() == "rota-hold-open" {
+            break;
+        }
+    }
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert!(matches!(err, StoreError::InUse(_)), "{err:?}");
+    assert!(
+        err.to_string().contains("locked by another process"),
+        "{err}"
+    );
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    SqliteStore::open(&path).unwrap();
+}
+
+#[test]
+fn a_text_file_is_refused_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notes.txt");
+    fs::write(&path, "these are my notes, not a database\n".repeat(40)).unwrap();
+    let err = refused(&path);
+    assert!(
+        matches!(&err, StoreError::Corrupt(m) if m.contains("not a SQLite database")),
+        "{err}"
+    );
+    let tiny = dir.path().join("tiny");
+    fs::write(&tiny, "hi").unwrap();
+    let err = refused(&tiny);
+    assert!(
+        matches!(&err, StoreError::Corrupt(m) if m.contains("too short")),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_empty_sqlite_database_that_is_not_new_is_refused_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("empty.db");
+    // A valid database with a page but no tables at all.
+    foreign_db(&path, "PRAGMA user_version = 0; VACUUM;");
+    assert!(fs::metadata(&path).unwrap().len() > 0);
+    let err = refused(&path);
+    assert!(
+        matches!(&err, StoreError::Corrupt(m) if m.contains("not a rota store")),
+        "{err}"
+    );
+}
+
+#[test]
+fn another_programs_database_is_refused_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("plain.db");
+    foreign_db(
+        &plain,
+        "CREATE TABLE jobs (x); INSERT INTO jobs VALUES (1);",
+    );
+    let err = refused(&plain);
+    assert!(
+        matches!(&err, StoreError::Corrupt(m) if m.contains("not a rota store")),
+        "{err}"
+    );
+    let marked = dir.path().join("marked.db");
+    foreign_db(&marked, "PRAGMA application_id = 1234; CREATE TABLE t (x);");
+    let err = refused(&marked);
+    assert!(
+        matches!(&err, StoreError::Corrupt(m) if m.contains("another program") && m.contains("0x000004d2")),
+        "{err}"
+    );
+    // Even in WAL mode, with its WAL still beside it.
+    let wal = dir.path().join("wal.db");
+    let conn = rusqlite::Connection::open(&wal).unwrap();
+    conn.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (x); INSERT INTO t VALUES (1);")
+        .unwrap();
+    let err = SqliteStore::open(&wal).unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Corrupt(m) if m.contains("not a rota store")),
+        "{err}"
+    );
+    drop(conn);
+    refused(&wal);
+}
+
+#[tokio::test]
+async fn a_rota_store_of_another_schema_version_is_refused_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rota.db");
+    make_store(&path).await;
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(&format!("PRAGMA user_version = {};", SCHEMA_VERSION + 1))
+            .unwrap();
+    }
+    let err = refused(&path);
+    assert_eq!(
+        err,
+        StoreError::Version {
+            found: (SCHEMA_VERSION + 1).to_string(),
+            expected: SCHEMA_VERSION.to_string()
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_truncated_store_is_refused_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rota.db");
+    make_store(&path).await;
+    let whole = fs::read(&path).unwrap();
+    assert!(whole.len() >= 3 * 4096, "{} bytes", whole.len());
+    // Cut at a page boundary (only the header can tell) and mid-page.
+    for keep in [4096, 4096 + 100, 50] {
+        fs::write(&path, &whole[..keep]).unwrap();
+        let err = refused(&path);
+        let StoreError::Corrupt(msg) = &err else {
+            panic!("{err:?}")
+        };
+        assert!(
+            msg.contains("truncated") || msg.contains("too short"),
+            "{msg}"
+        );
+    }
+}
+
+#[test]
+fn a_rota_store_missing_a_table_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rota.db");
+    foreign_db(
+        &path,
+        &format!(
+            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION}; \
+             CREATE TABLE jobs (x);"
+        ),
+    );
+    let err = refused(&path);
+    assert!(
+        matches!(&err, StoreError::Corrupt(m) if m.contains("without its table")),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = SqliteStore::open(dir.path()).unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Corrupt(m) if m.contains("not a regular file")),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn full_synchronous_opens_and_stores_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rota.db");
+    let opts = SqliteOptions {
+        synchronous: Synchronous::Full,
+    };
+    {
+        let store = SqliteStore::open_with(&path, opts).unwrap();
+        store.admit(&new_job("j1", 1), &CAPS).await.unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        store.job("j1").await.unwrap().unwrap().status,
+        JobStatus::Queued
+    );
+}
+
+#[tokio::test]
+async fn in_memory_stores_are_private_to_their_handle() {
+    let a = SqliteStore::open_in_memory().unwrap();
+    let b = SqliteStore::open_in_memory().unwrap();
+    a.admit(&new_job("j1", 1), &CAPS).await.unwrap();
+    assert!(a.job("j1").await.unwrap().is_some());
+    assert!(b.job("j1").await.unwrap().is_none());
+    a.integrity_check().unwrap();
+}
