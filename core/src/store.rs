@@ -342,7 +342,9 @@ pub trait BatchStore: Send + Sync {
         now: i64,
     ) -> Result<bool, StoreError>;
 
-    /// Sets job `id`'s lease to `now`, whatever its status. Whether the job exists.
+    /// Sets job `id`'s lease to `now`, whatever its status. Whether the job exists. Like
+    /// [`start_target`](Self::start_target), a store may make this write less durable than the
+    /// others: losing it in a crash only makes the TTL count from an earlier activity.
     async fn touch(&self, id: &str, now: i64) -> Result<bool, StoreError>;
 
     /// Deletes the [`sweepable`] jobs and their targets. How many jobs it deleted.

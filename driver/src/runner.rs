@@ -61,7 +61,7 @@ struct Inner {
     wake: Notify,
     cancel: CancellationToken,
     closing: AtomicBool,
-    closed: watch::Sender<bool>,
+    closed: Arc<watch::Sender<bool>>,
     workers: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -112,7 +112,7 @@ impl Runner {
             wake: Notify::new(),
             cancel: CancellationToken::new(),
             closing: AtomicBool::new(false),
-            closed: watch::Sender::new(false),
+            closed: Arc::new(watch::Sender::new(false)),
             workers: Mutex::new(Vec::new()),
             cfg,
         });
@@ -255,11 +255,14 @@ impl Runner {
     /// error `runner closed`. Idempotent: a second call waits for the first to finish.
     pub async fn close(&self) {
         let inner = &self.inner;
+        let mut rx = inner.closed.subscribe();
         if !inner.closing.swap(true, Ordering::SeqCst) {
             // Run by a task of its own, so that a caller dropping its close does not stop it.
-            tokio::spawn(inner.clone().close_now());
+            let task = tokio::spawn(inner.clone().close_now());
+            if let Err(e) = task.await {
+                warn!(error = %e, "closing the runner ended abnormally");
+            }
         }
-        let mut rx = inner.closed.subscribe();
         let _ = rx.wait_for(|done| *done).await;
     }
 }
@@ -287,7 +290,11 @@ impl Inner {
         }
         inner.lock().callers.clear();
         debug!("runner closed");
-        inner.closed.send_replace(true);
+        // Told only once this task's share of the runner (and so of the store) is dropped, so
+        // that a file store is free to reopen when close returns and the handles are gone.
+        let closed = self.closed.clone();
+        drop(self);
+        closed.send_replace(true);
     }
 }
 

@@ -1,1 +1,24 @@
-//! placeholder
+//! rota-store-redb: [`RedbStore`], a [`BatchStore`](rota_core::BatchStore) in a redb database.
+//!
+//! - [`RedbStore::open`] / [`RedbStore::open_with`]: a single file, owned by one process,
+//!   crash-safe ([`Durability::Immediate`], the default) or faster and possibly losing the
+//!   latest writes on a crash ([`Durability::None`]);
+//! - [`RedbStore::in_memory`]: the same store in memory.
+//!
+//! Every operation is one transaction; the layout and the fsync economy are documented on
+//! [`RedbStore`].
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+mod codec;
+mod error;
+#[cfg(test)]
+mod fault_tests;
+mod open;
+mod overlay;
+mod store;
+mod tables;
+mod verify;
+
+pub use store::{Durability, RedbOptions, RedbStore, SYNC_EVERY};
+pub use verify::Verified;

@@ -1,0 +1,186 @@
+//! I/O failure injected at every write of a sequence of operations: whatever fails, the store
+//! reopens consistent, every acknowledged operation is there, and the failed one is all or
+//! nothing. (redb's own fuzzer does the same with a countdown backend.)
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use redb::backends::InMemoryBackend;
+use redb::{Builder, StorageBackend};
+use rota_core::{Admission, BatchStore, CallerClass, Caps, JobStatus, NewJob, TargetWrite};
+use rota_store_memory::MemoryStore;
+
+use crate::{RedbOptions, RedbStore};
+
+/// Memory that outlives a database handle, failing every write once the countdown runs out.
+#[derive(Debug)]
+struct Failing {
+    mem: Arc<InMemoryBackend>,
+    countdown: Arc<AtomicU64>,
+}
+
+impl Failing {
+    fn tick(&self) -> io::Result<()> {
+        let left = self.countdown.load(Ordering::SeqCst);
+        if left == 0 {
+            return Err(io::Error::other("injected I/O failure"));
+        }
+        self.countdown.store(left - 1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+impl StorageBackend for Failing {
+    fn len(&self) -> io::Result<u64> {
+        self.mem.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
+        self.mem.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.tick()?;
+        self.mem.set_len(len)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        self.tick()?;
+        self.mem.sync_data()
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.tick()?;
+        self.mem.write(offset, data)
+    }
+}
+
+fn open(mem: &Arc<InMemoryBackend>, countdown: &Arc<AtomicU64>) -> RedbStore {
+    let db = Builder::new()
+        .create_with_backend(Failing {
+            mem: mem.clone(),
+            countdown: countdown.clone(),
+        })
+        .unwrap();
+    RedbStore::from_db(db, &RedbOptions::default())
+}
+
+const A: &str = "0000000000000000000000000000000a";
+const B: &str = "0000000000000000000000000000000b";
+
+fn new_job(id: &str, caller: &str, n: usize, now: i64) -> NewJob {
+    NewJob {
+        id: id.into(),
+        caller: caller.into(),
+        class: CallerClass::Fleet,
+        idem_key: format!("key-{id}"),
+        targets: (0..n).map(|i| (format!("u{i}"), "{}".into())).collect(),
+        now,
+    }
+}
+
+const CAPS: Caps = Caps {
+    targets_per_job: 8,
+    jobs_per_caller: 4,
+    jobs_total: 8,
+    ttl_secs: 100,
+};
+
+/// The steps that commit non-durably: the starts.
+const LAZY: [usize; 3] = [1, 3, 5];
+
+/// Step `n` of the script, on any store. `None` past the end.
+async fn step(s: &dyn BatchStore, n: usize) -> Option<Result<(), rota_core::StoreError>> {
+    let done = |i: usize| TargetWrite::Done {
+        result: format!(r#"{{"content":"{}"}}"#, "r".repeat(100 * (i + 1))),
+    };
+    let r = match n {
+        0 => s.admit(&new_job(A, "alice", 3, 10), &CAPS).await.map(|a| {
+            assert_eq!(a, Admission::Created);
+        }),
+        1 | 3 | 5 => s.start_target(A, (n - 1) / 2, 11).await.map(drop),
+        2 | 4 => s
+            .finish_target(A, n / 2 - 1, &done(n), 12, None)
+            .await
+            .map(drop),
+        6 => s
+            .finish_target(A, 2, &done(6), 13, Some(JobStatus::Done))
+            .await
+            .map(drop),
+        7 => s.admit(&new_job(B, "bob", 2, 14), &CAPS).await.map(drop),
+        8 => s
+            .set_status(B, JobStatus::Cancelled, "", 15)
+            .await
+            .map(drop),
+        9 => s.touch(A, 16).await.map(drop),
+        10 => s.evict(300).await.map(drop),
+        11 => s.sweep(200, 10).await.map(drop),
+        _ => return None,
+    };
+    Some(r)
+}
+
+async fn same(a: &dyn BatchStore, b: &dyn BatchStore) -> bool {
+    for id in [A, B] {
+        if a.job(id).await.unwrap() != b.job(id).await.unwrap()
+            || a.targets(id).await.unwrap() != b.targets(id).await.unwrap()
+        {
+            return false;
+        }
+    }
+    a.total_bytes().await.unwrap() == b.total_bytes().await.unwrap()
+        && a.live_jobs(None).await.unwrap() == b.live_jobs(None).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_write_failing_anywhere_leaves_a_consistent_store_with_every_acknowledged_op() {
+    let mut failed_steps = std::collections::BTreeSet::new();
+    for budget in 0.. {
+        let mem = Arc::new(InMemoryBackend::new());
+        let countdown = Arc::new(AtomicU64::new(u64::MAX));
+        let store = open(&mem, &countdown);
+        crate::open::init(store.db()).unwrap();
+        countdown.store(budget, Ordering::SeqCst);
+        let mut acked = 0;
+        let mut failed = false;
+        while let Some(r) = step(&store, acked).await {
+            if r.is_err() {
+                failed = true;
+                break;
+            }
+            acked += 1;
+        }
+        drop(store);
+        if !failed {
+            // Every durable step failed at least once, at some write of its own. The starts
+            // never do: a non-durable commit stays in memory and writes nothing.
+            let durable: std::collections::BTreeSet<usize> =
+                (0..12).filter(|n| !LAZY.contains(n)).collect();
+            assert_eq!(failed_steps, durable);
+            return;
+        }
+        failed_steps.insert(acked);
+        countdown.store(u64::MAX, Ordering::SeqCst);
+        let store = open(&mem, &countdown);
+        let v = store
+            .verify()
+            .unwrap_or_else(|e| panic!("budget {budget}: {e}"));
+        assert!(v.jobs.len() <= 2);
+        // Every acknowledged durable step is there; the non-durable starts after the last of
+        // them may be lost; the failed step is all or nothing. So the store is the model after
+        // some prefix of the script, from the last acknowledged durable step to the failed one.
+        let last_durable = (0..acked)
+            .rev()
+            .find(|n| !LAZY.contains(n))
+            .map_or(0, |n| n + 1);
+        let mut matched = false;
+        for prefix in last_durable..=acked + 1 {
+            let model = MemoryStore::new();
+            for n in 0..prefix {
+                step(&model, n).await.unwrap().unwrap();
+            }
+            matched |= same(&store, &model).await;
+        }
+        assert!(
+            matched,
+            "budget {budget}: step {acked} failed and left a state no prefix of the script has"
+        );
+    }
+}

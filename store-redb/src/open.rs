@@ -1,0 +1,209 @@
+//! Opening a store: create a new file, or check an existing one before touching it.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+
+use redb::backends::{FileBackend, InMemoryBackend};
+use redb::{Builder, Database, ReadableDatabase};
+use rota_core::StoreError;
+
+use crate::error::err;
+use crate::overlay::Overlay;
+use crate::store::{RedbOptions, RedbStore, Tables};
+use crate::tables::{MAGIC, MAGIC_KEY, META, VERSION, VERSION_KEY};
+
+/// The first bytes of every redb file.
+const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
+
+impl RedbStore {
+    /// Opens the store at `path`, creating it if nothing is there, with
+    /// [`Durability::Immediate`](crate::Durability::Immediate).
+    ///
+    /// A second open of a file that is open (in this process or another) fails with
+    /// [`StoreError::InUse`] ("database already open"). A file that is not a rota redb store
+    /// (an empty file, text, a truncated or damaged file, a redb database of another program)
+    /// fails with [`StoreError::Corrupt`], one of another schema version with
+    /// [`StoreError::Version`]; neither changes the file. See [`open_with`](Self::open_with).
+    pub fn open(path: impl AsRef<Path>) -> Result<RedbStore, StoreError> {
+        Self::open_with(path, RedbOptions::default())
+    }
+
+    /// [`open`](Self::open) with options.
+    ///
+    /// A new store is built in a temporary file beside `path` and linked into place only once
+    /// its meta table is durable, so a crash never leaves a half-made store at `path`. An
+    /// existing file is checked before redb opens it for writing (which would change it): its
+    /// first bytes must be redb's magic, and then it is opened through a copy-on-write view
+    /// (reads from the file, writes to memory) with redb's full integrity check, which also
+    /// replays the recovery a crash calls for, and its meta table must hold rota's magic and
+    /// schema version. That check reads the whole file once per open. Only then is the file
+    /// opened for real.
+    pub fn open_with(path: impl AsRef<Path>, opts: RedbOptions) -> Result<RedbStore, StoreError> {
+        let path = path.as_ref();
+        match fs::symlink_metadata(path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => create(path)?,
+            Err(e) => return Err(StoreError::backend("open store file", e)),
+            Ok(m) if m.is_dir() => {
+                return Err(StoreError::Corrupt(format!(
+                    "{}: is a directory, not a rota store",
+                    path.display()
+                )));
+            }
+            Ok(_) => {}
+        }
+        inspect(path)?;
+        let db = catch_unwind(AssertUnwindSafe(|| Database::builder().open(path)))
+            .map_err(|_| panicked(path))?
+            .map_err(err("open store file"))?;
+        Ok(RedbStore::from_db(db, &opts))
+    }
+
+    /// A new store in memory (redb's `InMemoryBackend`): for tests and for runs that need no
+    /// file. Nothing survives the process anyway, so its commits are non-durable
+    /// ([`Durability::None`](crate::Durability::None)), which skips writing pages into the
+    /// backend; one in [`SYNC_EVERY`](crate::SYNC_EVERY) is durable so that redb frees the
+    /// pages of old versions.
+    pub fn in_memory() -> Result<RedbStore, StoreError> {
+        let db = Builder::new()
+            .create_with_backend(InMemoryBackend::new())
+            .map_err(err("create in-memory store"))?;
+        init(&db)?;
+        let opts = RedbOptions {
+            durability: crate::Durability::None,
+            ..RedbOptions::default()
+        };
+        Ok(RedbStore::from_db(db, &opts))
+    }
+}
+
+fn panicked(path: &Path) -> StoreError {
+    StoreError::Corrupt(format!(
+        "{}: redb could not read the file (it panicked)",
+        path.display()
+    ))
+}
+
+/// Writes the meta table of a new store, durably.
+pub(crate) fn init(db: &Database) -> Result<(), StoreError> {
+    let txn = db.begin_write().map_err(err("begin write"))?;
+    Tables::open(&txn)?.init()?;
+    txn.commit().map_err(err("initialize store"))
+}
+
+/// Creates a store at `path`: in a temporary file, linked into place when complete. If another
+/// process links its own first, that one is used.
+fn create(path: &Path) -> Result<(), StoreError> {
+    let tmp = temp_path(path);
+    let built = (|| {
+        let db = Database::builder()
+            .create(&tmp)
+            .map_err(err("create store file"))?;
+        init(&db)?;
+        db.close().map_err(err("close new store file"))
+    })();
+    let linked = built.and_then(|()| match fs::hard_link(&tmp, path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        // A filesystem without hard links: a rename, which a racing creator could overwrite
+        // with its own equally new, empty store, is the next best thing.
+        Err(_) if !path.exists() => fs::rename(&tmp, path)
+            .map_err(|e| StoreError::backend("move new store file into place", e)),
+        Err(e) => Err(StoreError::backend("link new store file into place", e)),
+    });
+    let _ = fs::remove_file(&tmp);
+    linked?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        // The link must survive a crash too; a directory that cannot be synced is no error.
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}
+
+fn temp_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    path.with_file_name(format!(".{name}.rota-new-{}-{nanos}", std::process::id()))
+}
+
+/// Checks that `path` is a rota store of this schema version, without changing it.
+fn inspect(path: &Path) -> Result<(), StoreError> {
+    let not_rota = |why: &str| StoreError::Corrupt(format!("{}: {why}", path.display()));
+    let mut head = Vec::with_capacity(REDB_MAGIC.len());
+    File::open(path)
+        .and_then(|f| f.take(REDB_MAGIC.len() as u64).read_to_end(&mut head))
+        .map_err(|e| StoreError::backend("read store file", e))?;
+    if head.is_empty() {
+        return Err(not_rota("empty file, not a rota store"));
+    }
+    if head != REDB_MAGIC {
+        return Err(not_rota("not a redb file, so not a rota store"));
+    }
+    // Opened writable only so that redb can take its exclusive lock; the overlay never writes.
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| StoreError::backend("open store file", e))?;
+    let len = file
+        .metadata()
+        .map_err(|e| StoreError::backend("open store file", e))?
+        .len();
+    let backend = FileBackend::new(file).map_err(err("open store file"))?;
+    let overlay = Overlay::new(backend, len);
+    // redb may panic on a file damaged outside it (debug builds assert on some such checks).
+    catch_unwind(AssertUnwindSafe(|| check_meta(path, overlay))).map_err(|_| panicked(path))?
+}
+
+fn check_meta(path: &Path, overlay: Overlay) -> Result<(), StoreError> {
+    let not_rota = |why: String| StoreError::Corrupt(format!("{}: {why}", path.display()));
+    let db = Builder::new()
+        .set_check_integrity_on_open(true)
+        .create_with_backend(overlay)
+        .map_err(|e| match err("open store file")(e) {
+            StoreError::Backend { source, .. } => {
+                not_rota(format!("not a readable redb database ({source})"))
+            }
+            StoreError::Corrupt(why) => not_rota(format!("damaged, not a readable store ({why})")),
+            other => other,
+        })?;
+    let txn = db.begin_read().map_err(err("begin read"))?;
+    let meta = match txn.open_table(META) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => {
+            return Err(not_rota(
+                "a redb database without rota's meta table, not a rota store".into(),
+            ));
+        }
+        Err(e) => return Err(not_rota(format!("bad rota meta table ({e})"))),
+    };
+    let get = |key: &str| -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(meta
+            .get(key)
+            .map_err(err("read meta"))?
+            .map(|g| g.value().to_vec()))
+    };
+    if get(MAGIC_KEY)?.as_deref() != Some(MAGIC) {
+        return Err(not_rota(
+            "the meta table lacks rota's magic, not a rota store".into(),
+        ));
+    }
+    let found = get(VERSION_KEY)?
+        .map(|v| String::from_utf8_lossy(&v).into_owned())
+        .unwrap_or_default();
+    if found != VERSION {
+        return Err(StoreError::Version {
+            found,
+            expected: VERSION.into(),
+        });
+    }
+    Ok(())
+}

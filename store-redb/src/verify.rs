@@ -1,0 +1,176 @@
+//! [`RedbStore::verify`]: a full scan checking that every index and counter agrees with the rows.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use redb::{ReadableDatabase, ReadableMultimapTable, ReadableTable};
+use rota_core::{StoreError, TargetRow};
+
+use crate::codec::{decode_job, decode_target};
+use crate::error::{Ctx, err};
+use crate::store::RedbStore;
+use crate::tables::*;
+
+/// What [`RedbStore::verify`] found: a consistent store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    /// Every stored job's id, in id order.
+    pub jobs: Vec<String>,
+    /// How many of them are live (queued or running).
+    pub live: usize,
+    /// How many targets are stored.
+    pub targets: usize,
+    /// The sum of every job's `n_bytes`.
+    pub total_bytes: u64,
+}
+
+impl RedbStore {
+    /// Reads the whole store in one read transaction and checks that it is consistent: every
+    /// row decodes; each job has exactly the targets `0..targets_total`, and its `targets_done`
+    /// and `n_bytes` match them; the total bytes, the live total and every caller's live count
+    /// match the jobs; the live, idempotency, lease and created indexes hold exactly the jobs
+    /// they should. [`StoreError::Corrupt`] names the first disagreement. For tools and tests:
+    /// it reads everything.
+    pub fn verify(&self) -> Result<Verified, StoreError> {
+        let txn = self.db().begin_read().map_err(err("begin read"))?;
+        let bad = |why: String| StoreError::Corrupt(format!("verify: {why}"));
+
+        let mut jobs = BTreeMap::new();
+        let table = txn.open_table(JOBS).ctx("verify")?;
+        for entry in table.iter().ctx("verify")? {
+            let (k, v) = entry.ctx("verify")?;
+            let job = decode_job(k.value(), v.value())?;
+            jobs.insert(job.id.clone(), job);
+        }
+
+        let mut targets: BTreeMap<String, Vec<TargetRow>> = BTreeMap::new();
+        let mut n_targets = 0;
+        let table = txn.open_table(TARGETS).ctx("verify")?;
+        for entry in table.iter().ctx("verify")? {
+            let (k, v) = entry.ctx("verify")?;
+            let (id, idx) = k.value();
+            let row = decode_target(idx, v.value())?;
+            targets.entry(id.to_owned()).or_default().push(row);
+            n_targets += 1;
+        }
+        if let Some(id) = targets.keys().find(|id| !jobs.contains_key(*id)) {
+            return Err(bad(format!("targets of a missing job {id}")));
+        }
+
+        let mut total = 0u64;
+        let mut live = BTreeSet::new();
+        let mut per_caller: BTreeMap<&str, u64> = BTreeMap::new();
+        let mut by_lease = BTreeSet::new();
+        let mut by_created = BTreeSet::new();
+        for (id, job) in &jobs {
+            let rows = targets.get(id).map_or(&[][..], Vec::as_slice);
+            if rows.len() != job.targets_total || rows.iter().enumerate().any(|(i, r)| r.idx != i) {
+                return Err(bad(format!(
+                    "job {id}: {} target rows for targets_total {}",
+                    rows.len(),
+                    job.targets_total
+                )));
+            }
+            let done = rows.iter().filter(|r| r.status.is_finished()).count();
+            if done != job.targets_done {
+                return Err(bad(format!(
+                    "job {id}: targets_done {} but {done} finished targets",
+                    job.targets_done
+                )));
+            }
+            let bytes: u64 = rows.iter().map(TargetRow::n_bytes).sum();
+            if bytes != job.n_bytes {
+                return Err(bad(format!(
+                    "job {id}: n_bytes {} but its targets hold {bytes}",
+                    job.n_bytes
+                )));
+            }
+            total += bytes;
+            if job.status.is_live() {
+                live.insert(id.clone());
+                *per_caller.entry(job.caller.as_str()).or_default() += 1;
+            } else {
+                by_lease.insert((job.lease, id.clone()));
+                by_created.insert((job.created_at, id.clone()));
+            }
+        }
+
+        let meta = txn.open_table(META).ctx("verify")?;
+        let counter = |name: &str| -> Result<u64, StoreError> {
+            match meta.get(name).ctx("verify")? {
+                Some(g) => crate::codec::decode_u64(name, g.value()),
+                None => Err(bad(format!("meta {name} is missing"))),
+            }
+        };
+        if counter(TOTAL_BYTES)? != total {
+            return Err(bad(format!("total_bytes is not the jobs' sum {total}")));
+        }
+        if counter(LIVE_TOTAL)? != live.len() as u64 {
+            return Err(bad(format!("live_total is not {}", live.len())));
+        }
+
+        let mut stored_live = BTreeSet::new();
+        for entry in txn.open_table(LIVE).ctx("verify")?.iter().ctx("verify")? {
+            stored_live.insert(entry.ctx("verify")?.0.value().to_owned());
+        }
+        if stored_live != live {
+            return Err(bad("the live index does not match the live jobs".into()));
+        }
+        let mut stored_callers = BTreeMap::new();
+        for entry in txn
+            .open_table(CALLER_LIVE)
+            .ctx("verify")?
+            .iter()
+            .ctx("verify")?
+        {
+            let (k, v) = entry.ctx("verify")?;
+            stored_callers.insert(k.value().to_owned(), v.value());
+        }
+        let expected: BTreeMap<String, u64> = per_caller
+            .into_iter()
+            .map(|(c, n)| (c.to_owned(), n))
+            .collect();
+        if stored_callers != expected {
+            return Err(bad("the per-caller live counts do not match".into()));
+        }
+        for (def, want, name) in [
+            (BY_LEASE, &by_lease, "lease"),
+            (BY_CREATED, &by_created, "created"),
+        ] {
+            let mut got = BTreeSet::new();
+            for entry in txn.open_table(def).ctx("verify")?.iter().ctx("verify")? {
+                let (k, _) = entry.ctx("verify")?;
+                let (t, id) = k.value();
+                got.insert((t, id.to_owned()));
+            }
+            if &got != want {
+                return Err(bad(format!(
+                    "the {name} index does not match the terminal jobs"
+                )));
+            }
+        }
+        let mut idem = BTreeSet::new();
+        let table = txn.open_multimap_table(IDEM).ctx("verify")?;
+        for entry in table.iter().ctx("verify")? {
+            let (k, values) = entry.ctx("verify")?;
+            let (caller, key) = k.value();
+            for v in values {
+                let v = v.ctx("verify")?;
+                idem.insert((caller.to_owned(), key.to_owned(), v.value().to_owned()));
+            }
+        }
+        let want: BTreeSet<_> = jobs
+            .values()
+            .map(|j| (j.caller.clone(), j.idem_key.clone(), j.id.clone()))
+            .collect();
+        if idem != want {
+            return Err(bad("the idempotency index does not match the jobs".into()));
+        }
+
+        Ok(Verified {
+            live: live.len(),
+            jobs: jobs.into_keys().collect(),
+            targets: n_targets,
+            total_bytes: total,
+        })
+    }
+}

@@ -1,0 +1,352 @@
+//! Opening a redb store: created when missing, owned by one handle, and refusing (unchanged)
+//! any file that is not a rota store of this schema version.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use rota_core::{Admission, BatchStore, CallerClass, Caps, NewJob, StoreError, TargetWrite};
+use rota_store_redb::{Durability, RedbOptions, RedbStore};
+
+fn caps() -> Caps {
+    Caps {
+        targets_per_job: 32,
+        jobs_per_caller: 10,
+        jobs_total: 10,
+        ttl_secs: 3600,
+    }
+}
+
+fn new_job(id: &str, n: usize) -> NewJob {
+    NewJob {
+        id: id.into(),
+        caller: "alice".into(),
+        class: CallerClass::Fleet,
+        idem_key: format!("key-{id}"),
+        targets: (0..n)
+            .map(|i| (format!("https://example.com/{i}"), "{}".into()))
+            .collect(),
+        now: 100,
+    }
+}
+
+fn id(n: u8) -> String {
+    format!("{n:032x}")
+}
+
+fn store_path(dir: &tempfile::TempDir) -> PathBuf {
+    dir.path().join("rota.redb")
+}
+
+/// Writes a store with one finished job at `path`, then closes it.
+async fn make_store(path: &Path) {
+    let s = RedbStore::open(path).unwrap();
+    assert_eq!(
+        s.admit(&new_job(&id(1), 2), &caps()).await.unwrap(),
+        Admission::Created
+    );
+    s.start_target(&id(1), 0, 101).await.unwrap();
+    let done = TargetWrite::Done {
+        result: r#"{"content":"x"}"#.into(),
+    };
+    s.finish_target(&id(1), 0, &done, 102, None).await.unwrap();
+}
+
+/// Asserts that opening `path` fails as `check` says and leaves the file as it was.
+fn assert_refused_unchanged(path: &Path, check: impl Fn(&StoreError) -> bool) -> StoreError {
+    let before = fs::read(path).unwrap();
+    let err = RedbStore::open(path).expect_err("the open must fail");
+    assert!(check(&err), "unexpected error: {err:?}");
+    assert_eq!(
+        fs::read(path).unwrap(),
+        before,
+        "the refused file was changed"
+    );
+    // Refused again the same way: nothing was repaired or initialized.
+    let again = RedbStore::open(path).expect_err("the open must still fail");
+    assert_eq!(again, err);
+    err
+}
+
+fn is_corrupt(e: &StoreError) -> bool {
+    matches!(e, StoreError::Corrupt(_))
+}
+
+#[tokio::test]
+async fn a_missing_path_is_created_and_reopens_with_its_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    make_store(&path).await;
+    let s = RedbStore::open(&path).unwrap();
+    let job = s.job(&id(1)).await.unwrap().unwrap();
+    assert_eq!(
+        (job.targets_total, job.targets_done, job.lease),
+        (2, 1, 102)
+    );
+    let t = s.targets(&id(1)).await.unwrap();
+    assert_eq!(t.len(), 2);
+    assert_eq!(t[0].result.as_deref(), Some(r#"{"content":"x"}"#));
+    assert_eq!(s.live_jobs(None).await.unwrap(), 1);
+    assert_eq!(s.live_jobs(Some("alice")).await.unwrap(), 1);
+    let bytes: u64 = t.iter().map(|r| r.n_bytes()).sum();
+    assert_eq!(s.total_bytes().await.unwrap(), bytes);
+}
+
+#[tokio::test]
+async fn creating_a_store_leaves_no_temporary_file_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    drop(RedbStore::open(&path).unwrap());
+    let names: Vec<_> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("rota.redb")]);
+}
+
+#[test]
+fn a_second_open_fails_in_use_until_the_first_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    let first = RedbStore::open(&path).unwrap();
+    let err = RedbStore::open(&path).unwrap_err();
+    assert!(
+        matches!(&err, StoreError::InUse(m) if m.contains("database already open")),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("database already open"));
+    drop(first);
+    RedbStore::open(&path).unwrap();
+}
+
+#[test]
+fn an_empty_file_is_refused_and_left_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    fs::write(&path, b"").unwrap();
+    let err = assert_refused_unchanged(&path, is_corrupt);
+    assert!(err.to_string().contains("empty file"), "{err}");
+    assert_eq!(fs::metadata(&path).unwrap().len(), 0);
+}
+
+#[test]
+fn a_text_file_is_refused_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    fs::write(&path, "hello, this is not a database\n".repeat(500)).unwrap();
+    let err = assert_refused_unchanged(&path, is_corrupt);
+    assert!(err.to_string().contains("not a redb file"), "{err}");
+}
+
+#[tokio::test]
+async fn a_truncated_store_is_refused_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = dir.path().join("full.redb");
+    make_store(&full).await;
+    let bytes = fs::read(&full).unwrap();
+    let path = store_path(&dir);
+    for len in [4, 9, 100, 512, 4096, 8192, bytes.len() / 2, bytes.len() - 1] {
+        fs::write(&path, &bytes[..len]).unwrap();
+        let err = assert_refused_unchanged(&path, is_corrupt);
+        assert!(err.to_string().contains("rota.redb"), "{len}: {err}");
+    }
+}
+
+#[tokio::test]
+async fn a_store_with_a_damaged_page_is_refused_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    make_store(&path).await;
+    let mut bytes = fs::read(&path).unwrap();
+    // Flip every byte past the header pages: whatever the damage hits, a checksum catches it.
+    for b in bytes.iter_mut().skip(8192) {
+        *b ^= 0x5a;
+    }
+    fs::write(&path, &bytes).unwrap();
+    assert_refused_unchanged(&path, is_corrupt);
+}
+
+#[test]
+fn a_redb_database_of_another_program_is_refused_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    {
+        let db = redb::Database::create(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let def: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("things");
+            let mut t = txn.open_table(def).unwrap();
+            t.insert("a", 1).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let err = assert_refused_unchanged(&path, is_corrupt);
+    assert!(err.to_string().contains("not a rota store"), "{err}");
+}
+
+/// A redb file whose `rota_meta` table holds `magic` and `version`.
+fn write_meta(path: &Path, magic: &[u8], version: &[u8]) {
+    let db = redb::Database::create(path).unwrap();
+    let txn = db.begin_write().unwrap();
+    {
+        let def: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("rota_meta");
+        let mut t = txn.open_table(def).unwrap();
+        t.insert("magic", magic).unwrap();
+        t.insert("schema_version", version).unwrap();
+    }
+    txn.commit().unwrap();
+}
+
+#[test]
+fn a_rota_store_of_another_schema_version_is_refused_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    write_meta(&path, b"rota-store-redb", b"999");
+    let err = assert_refused_unchanged(&path, |e| matches!(e, StoreError::Version { .. }));
+    assert_eq!(
+        err,
+        StoreError::Version {
+            found: "999".into(),
+            expected: "1".into()
+        }
+    );
+}
+
+#[test]
+fn a_meta_table_without_rotas_magic_is_refused_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    write_meta(&path, b"someone-else", b"1");
+    let err = assert_refused_unchanged(&path, is_corrupt);
+    assert!(err.to_string().contains("magic"), "{err}");
+}
+
+#[test]
+fn a_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = RedbStore::open(dir.path()).unwrap_err();
+    assert!(
+        is_corrupt(&err) && err.to_string().contains("directory"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn in_memory_stores_are_separate_and_start_empty() {
+    let a = RedbStore::in_memory().unwrap();
+    let b = RedbStore::in_memory().unwrap();
+    assert_eq!(
+        a.admit(&new_job(&id(1), 1), &caps()).await.unwrap(),
+        Admission::Created
+    );
+    assert!(a.job(&id(1)).await.unwrap().is_some());
+    assert!(b.job(&id(1)).await.unwrap().is_none());
+    assert_eq!(b.live_jobs(None).await.unwrap(), 0);
+    assert_eq!(b.total_bytes().await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn a_no_sync_store_keeps_every_write_across_a_clean_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    let opts = RedbOptions {
+        durability: Durability::None,
+        sync_every: 0,
+    };
+    {
+        let s = RedbStore::open_with(&path, opts.clone()).unwrap();
+        assert_eq!(s.durability(), Durability::None);
+        for n in 0..5 {
+            assert_eq!(
+                s.admit(&new_job(&id(n), 1), &caps()).await.unwrap(),
+                Admission::Created
+            );
+        }
+    }
+    let s = RedbStore::open(&path).unwrap();
+    assert_eq!(s.durability(), Durability::Immediate);
+    assert_eq!(s.live_jobs(None).await.unwrap(), 5);
+    for n in 0..5 {
+        assert!(s.job(&id(n)).await.unwrap().is_some());
+    }
+}
+
+#[tokio::test]
+async fn a_row_that_cannot_be_decoded_reads_as_corrupt_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    make_store(&path).await;
+    {
+        let db = redb::Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let jobs: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("jobs");
+            let mut t = txn.open_table(jobs).unwrap();
+            t.insert(id(1).as_str(), &b"\x01\xff\xff"[..]).unwrap();
+            let targets: redb::TableDefinition<(&str, u64), &[u8]> =
+                redb::TableDefinition::new("targets");
+            let mut t = txn.open_table(targets).unwrap();
+            t.insert((id(1).as_str(), 1), &b"\x01\x05ab"[..]).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let s = RedbStore::open(&path).unwrap();
+    for r in [
+        s.job(&id(1)).await.map(|_| ()),
+        s.targets(&id(1)).await.map(|_| ()),
+        s.touch(&id(1), 200).await.map(|_| ()),
+        s.start_target(&id(1), 1, 200).await.map(|_| ()),
+        s.verify().map(|_| ()),
+    ] {
+        assert!(matches!(r, Err(StoreError::Corrupt(_))), "{r:?}");
+    }
+}
+
+#[test]
+fn a_crashed_redb_database_of_another_program_is_refused_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let live = dir.path().join("live.redb");
+    let db = redb::Database::create(&live).unwrap();
+    let txn = db.begin_write().unwrap();
+    {
+        let def: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("things");
+        txn.open_table(def).unwrap().insert("a", 1).unwrap();
+    }
+    txn.commit().unwrap();
+    // A copy taken while the database is open is what a crash leaves: it needs a repair,
+    // which a read-only open refuses and a read-write open would write into the file.
+    let path = store_path(&dir);
+    fs::write(&path, fs::read(&live).unwrap()).unwrap();
+    assert!(matches!(
+        redb::ReadOnlyDatabase::open(&path),
+        Err(redb::DatabaseError::RepairAborted)
+    ));
+    let err = assert_refused_unchanged(&path, is_corrupt);
+    assert!(err.to_string().contains("not a rota store"), "{err}");
+}
+
+#[tokio::test]
+async fn a_store_left_as_a_crash_leaves_it_opens_with_every_acknowledged_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let live = dir.path().join("live.redb");
+    let s = RedbStore::open(&live).unwrap();
+    for n in 0..3 {
+        assert_eq!(
+            s.admit(&new_job(&id(n), 2), &caps()).await.unwrap(),
+            Admission::Created
+        );
+    }
+    let done = TargetWrite::Done {
+        result: "{}".into(),
+    };
+    s.start_target(&id(0), 0, 101).await.unwrap();
+    s.finish_target(&id(0), 0, &done, 102, None).await.unwrap();
+    let path = store_path(&dir);
+    fs::write(&path, fs::read(&live).unwrap()).unwrap();
+    drop(s);
+    let s = RedbStore::open(&path).unwrap();
+    let v = s.verify().unwrap();
+    assert_eq!((v.jobs.len(), v.live, v.targets), (3, 3, 6));
+    assert_eq!(s.job(&id(0)).await.unwrap().unwrap().targets_done, 1);
+}
