@@ -1,1 +1,389 @@
-fn main() {}
+//! rota-bench: throughput, scaling and memory of rota, each row beside its limit.
+//!
+//! `cargo run --release -p rota-bench -- [--quick] [--json]`
+//!
+//! - `machine`: the pure `JobMachine`, cycles per second; one cycle is one target:
+//!   `poll_dispatch` → `handle_outcome(Done)` → `handle_stored` (plus draining the events), the
+//!   live count held constant by submitting a new job of 32 targets when one ends.
+//! - `runner`: the `Runner` end to end with an instant fetch, targets stored per second, from the
+//!   first submit to the last target stored, all jobs submitted up front (a row of few live jobs
+//!   repeats its batch until it has enough targets), on a multi-thread tokio runtime of 2
+//!   worker threads. `limit_per_s` is the raw loop: exactly the store calls the runner makes for
+//!   the same targets (per job admit + sweep; per target start_target + finish_target + evict),
+//!   back to back, on a fresh store of the same backend; `ratio` = `per_s / limit_per_s`.
+//! - `history`: the runner's targets per second on the file stores, empty and with a prefill of
+//!   terminal targets (1 000 000 in the full run).
+//! - `memory`: heap bytes per live job held by the machine and the driver (a counting global
+//!   allocator), at 10 000 live jobs of 32 targets.
+
+mod alloc;
+mod machine;
+mod memory;
+mod report;
+mod runner;
+mod stores;
+
+use std::time::Instant;
+
+use report::{Out, Row};
+use rota::StoreError;
+use stores::Backend;
+
+#[global_allocator]
+static GLOBAL: alloc::Counting = alloc::Counting;
+
+/// How big each row is.
+struct Plan {
+    quick: bool,
+    machine_cycles: u64,
+    /// The runner rows of each backend.
+    backend: fn(Backend) -> BackendPlan,
+    /// Finished jobs of 32 targets stored before the `history` rows' second measurement.
+    history_jobs: usize,
+    /// About how many targets a `history` row measures, per backend.
+    history_targets: fn(Backend) -> usize,
+    /// Run only this bench (`--only=NAME`).
+    only: Option<String>,
+    /// Multiplies every row's size (`--scale=F`).
+    scale: f64,
+    /// The backends of the runner and history rows (`--backend=NAME`).
+    backends: Vec<Backend>,
+}
+
+/// The runner rows of one backend.
+#[derive(Debug, Clone, Copy)]
+struct BackendPlan {
+    /// Targets per job.
+    per_job: usize,
+    /// About how many targets a row of 10 or 100 live jobs measures (it repeats its batch).
+    targets: usize,
+    /// Whether the rows of 10 000 live jobs run (they measure 10 000 × `per_job` targets).
+    big: bool,
+    /// Each figure is the best of this many runs (the least disturbed by other load).
+    tries: usize,
+    /// Targets of the unreported warm-up (raw and runner) before the backend's first row.
+    warm: usize,
+}
+
+const BENCHES: [&str; 4] = ["machine", "runner", "history", "memory"];
+
+impl Plan {
+    fn scaled(&self, n: usize) -> usize {
+        ((n as f64 * self.scale) as usize).max(1)
+    }
+
+    fn runs(&self, bench: &str) -> bool {
+        self.only.as_deref().is_none_or(|o| o == bench)
+    }
+}
+
+const LIVE: [usize; 3] = [10, 100, 10_000];
+
+/// Live jobs in the `history` rows.
+const HISTORY_LIVE: usize = 10;
+
+fn plan(quick: bool) -> Plan {
+    if quick {
+        Plan {
+            quick,
+            machine_cycles: 1_000_000,
+            backend: |b| match b {
+                Backend::Memory => BackendPlan {
+                    per_job: 32,
+                    targets: 64_000,
+                    big: true,
+                    tries: 1,
+                    warm: 20_000,
+                },
+                Backend::Sqlite => BackendPlan {
+                    per_job: 8,
+                    targets: 8_000,
+                    big: false,
+                    tries: 1,
+                    warm: 1_000,
+                },
+                Backend::Redb => BackendPlan {
+                    per_job: 1,
+                    targets: 400,
+                    big: false,
+                    tries: 1,
+                    warm: 200,
+                },
+            },
+            history_jobs: 500,
+            history_targets: |b| match b {
+                Backend::Redb => 320,
+                _ => 3_200,
+            },
+            only: None,
+            scale: 1.0,
+            backends: Vec::new(),
+        }
+    } else {
+        Plan {
+            quick,
+            machine_cycles: 5_000_000,
+            backend: |b| match b {
+                Backend::Memory => BackendPlan {
+                    per_job: 32,
+                    targets: 320_000,
+                    big: true,
+                    tries: 2,
+                    warm: 50_000,
+                },
+                Backend::Sqlite => BackendPlan {
+                    per_job: 8,
+                    targets: 16_000,
+                    big: true,
+                    tries: 1,
+                    warm: 2_000,
+                },
+                Backend::Redb => BackendPlan {
+                    per_job: 1,
+                    targets: 1_000,
+                    big: true,
+                    tries: 1,
+                    warm: 200,
+                },
+            },
+            history_jobs: 31_250,
+            history_targets: |b| match b {
+                Backend::Redb => 3_200,
+                _ => 32_000,
+            },
+            only: None,
+            scale: 1.0,
+            backends: Vec::new(),
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut only = None;
+    let mut scale = 1.0f64;
+    let mut backends = Backend::ALL.to_vec();
+    for a in &args {
+        if let Some(b) = a.strip_prefix("--only=")
+            && BENCHES.contains(&b)
+        {
+            only = Some(b.to_owned());
+        } else if let Some(b) = a.strip_prefix("--backend=")
+            && let Some(b) = Backend::ALL.into_iter().find(|x| x.name() == b)
+        {
+            backends = vec![b];
+        } else if let Some(f) = a.strip_prefix("--scale=").and_then(|f| f.parse().ok())
+            && f > 0.0
+        {
+            scale = f;
+        } else if a != "--quick" && a != "--json" {
+            eprintln!(
+                "usage: rota-bench [--quick] [--json] [--only={}] [--backend={}] [--scale=F]\n\
+                 --only and --backend pick rows; --scale multiplies every row's size \
+                 (for profiling)",
+                BENCHES.join("|"),
+                Backend::ALL.map(Backend::name).join("|")
+            );
+            std::process::exit(2);
+        }
+    }
+    let out = Out {
+        json: args.iter().any(|a| a == "--json"),
+    };
+    let mut plan = plan(args.iter().any(|a| a == "--quick"));
+    plan.only = only;
+    plan.scale = scale;
+    plan.backends = backends;
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("rota-bench: tokio runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    let t0 = Instant::now();
+    if let Err(e) = rt.block_on(all(&out, &plan)) {
+        eprintln!("rota-bench: {e}");
+        std::process::exit(1);
+    }
+    out.note(&format!("total {:.1} s", t0.elapsed().as_secs_f64()));
+}
+
+async fn all(out: &Out, plan: &Plan) -> Result<(), StoreError> {
+    out.note(&format!(
+        "rota-bench {}: {} cores",
+        if plan.quick { "--quick" } else { "full run" },
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    ));
+    out.header();
+    if plan.runs("machine") {
+        for live in [10, 1_000, 10_000] {
+            out.row(&machine::row(
+                live,
+                plan.scaled(plan.machine_cycles as usize) as u64,
+            ));
+        }
+    }
+    if plan.runs("runner") {
+        runner_rows(out, plan).await?;
+    }
+    if plan.runs("history") {
+        history_rows(out, plan).await?;
+    }
+    if !plan.runs("memory") {
+        return Ok(());
+    }
+    out.row(&memory::machine_row(10_000));
+    for workers in [1, 2] {
+        out.row(&memory::runner_row(10_000, workers).await?);
+    }
+    out.note(
+        "memory: counting allocator; `machine` = a JobMachine grown from empty to 10 000 jobs; \
+         `runner over null store` = the heap growth of a Runner (machine + driver: the caller \
+         map, the machine) over a store that keeps nothing, with a fetch that holds, across \
+         10 000 submits after a warm-up; the store's own memory is not in either.",
+    );
+    Ok(())
+}
+
+/// The best of `tries` runs of `f`, each on a fresh store of `backend`.
+async fn best<F, Fut>(backend: Backend, tries: usize, mut f: F) -> Result<f64, StoreError>
+where
+    F: FnMut(std::sync::Arc<dyn rota::BatchStore>) -> Fut,
+    Fut: std::future::Future<Output = Result<f64, StoreError>>,
+{
+    let mut top = 0f64;
+    for _ in 0..tries.max(1) {
+        let s = stores::fresh(backend)?;
+        top = top.max(f(s.store.clone()).await?);
+        s.close();
+    }
+    Ok(top)
+}
+
+async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
+    out.note(
+        "runner: targets stored per second, instant fetch, all jobs submitted up front, tokio \
+         multi-thread runtime of 2 threads; limit_per_s = the same store calls (per job admit + \
+         sweep, per target start_target + finish_target + evict) issued back to back by one \
+         loop on a fresh store; ratio = per_s / limit_per_s",
+    );
+    let mut job = 0;
+    for &backend in &plan.backends {
+        let bp = (plan.backend)(backend);
+        let per_job = bp.per_job;
+        out.note(&format!(
+            "runner {}: jobs of {per_job} targets; best of {}",
+            backend.name(),
+            bp.tries
+        ));
+        let warm = runner::Shape::new(10, per_job, plan.scaled(bp.warm));
+        best(
+            backend,
+            1,
+            |s| async move { runner::raw(&*s, warm, 0).await },
+        )
+        .await?;
+        best(backend, 1, |s| runner::run(s, 1, warm, 0)).await?;
+        for live in LIVE {
+            if live == 10_000 && (!bp.big || plan.scale < 1.0) {
+                out.note(&format!(
+                    "skipped in {}: runner {} at 10000 live jobs",
+                    if plan.scale < 1.0 {
+                        "--scale below 1"
+                    } else {
+                        "--quick"
+                    },
+                    backend.name()
+                ));
+                continue;
+            }
+            let shape = runner::Shape::new(live, per_job, plan.scaled(bp.targets));
+            let limit = best(backend, bp.tries, |s| async move {
+                runner::raw(&*s, shape, job).await
+            })
+            .await?;
+            for workers in [1, 2] {
+                let per_s =
+                    best(backend, bp.tries, |s| runner::run(s, workers, shape, job)).await?;
+                job += shape.live * shape.reps;
+                out.row(&Row {
+                    bench: "runner",
+                    backend: backend.name().into(),
+                    live_jobs: Some(live),
+                    workers: Some(workers),
+                    targets: Some(shape.targets() as u64),
+                    per_s: Some(per_s),
+                    limit_per_s: Some(limit),
+                    ratio: Some(per_s / limit),
+                    ..Row::default()
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn history_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
+    let jobs = plan.scaled(plan.history_jobs);
+    let stored = jobs * 32;
+    out.note(&format!(
+        "history: runner, {HISTORY_LIVE} live jobs of 32 targets, 1 worker; \
+         prefill {jobs} finished jobs of 32 = {stored} terminal targets{}",
+        if plan.quick {
+            " (the full run: 1000000)"
+        } else {
+            ""
+        }
+    ));
+    for backend in [Backend::Sqlite, Backend::Redb] {
+        if !plan.backends.contains(&backend) {
+            continue;
+        }
+        let shape = runner::Shape::new(
+            HISTORY_LIVE,
+            32,
+            plan.scaled((plan.history_targets)(backend)),
+        );
+        for prefill in [false, true] {
+            let dir = stores::new_dir()?;
+            let path = stores::path_in(backend, dir.path());
+            if prefill {
+                let t0 = Instant::now();
+                let s = stores::open(backend, &path, true)?;
+                runner::prefill(&*s, jobs).await?;
+                drop(s);
+                out.note(&format!(
+                    "history {}: prefill of {stored} targets took {:.1} s",
+                    backend.name(),
+                    t0.elapsed().as_secs_f64()
+                ));
+            }
+            let store = stores::open(backend, &path, false)?;
+            let per_s = runner::run(store, 1, shape, 0).await?;
+            drop(dir);
+            out.row(&Row {
+                bench: "history",
+                backend: format!(
+                    "{}, {}",
+                    backend.name(),
+                    if prefill {
+                        format!("{stored} stored")
+                    } else {
+                        "empty".into()
+                    }
+                ),
+                live_jobs: Some(HISTORY_LIVE),
+                workers: Some(1),
+                targets: Some(shape.targets() as u64),
+                per_s: Some(per_s),
+                ..Row::default()
+            });
+        }
+    }
+    Ok(())
+}

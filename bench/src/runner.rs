@@ -1,0 +1,280 @@
+//! `runner` and `history` rows: the [`Runner`] end to end with an instant fetch, and beside it
+//! the raw loop of the same store calls.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rota::{
+    Admission, BatchStore, Caller, CallerClass, CancellationToken, Caps, Config, FetchError, Hooks,
+    JobOutcome, JobStatus, NewJob, Options, Runner, StoreError, Target, TargetResult, TargetWrite,
+    idem_key,
+};
+use tokio::sync::Notify;
+
+/// Caps high enough that nothing is refused, swept or evicted during a run.
+pub const BIG: usize = 1_000_000;
+pub const TTL: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+pub const MAX_BYTES: u64 = 1 << 50;
+
+/// The runner's config for a bench: caps raised, ttl and byte budget out of reach.
+pub fn config(workers: usize, hooks: Arc<dyn Hooks>) -> Config {
+    Config {
+        ttl: TTL,
+        targets_per_job: 32,
+        jobs_per_caller: BIG,
+        jobs_total: BIG,
+        workers,
+        max_bytes: MAX_BYTES,
+        hooks,
+        ..Config::default()
+    }
+}
+
+/// The caps the runner passes to admit for [`config`].
+pub fn caps() -> Caps {
+    let c = config(1, Arc::new(Finished::default()));
+    Caps {
+        targets_per_job: c.targets_per_job,
+        jobs_per_caller: c.jobs_per_caller,
+        jobs_total: c.jobs_total,
+        ttl_secs: c.ttl_secs(),
+    }
+}
+
+/// Counts finished jobs and wakes the bench when `goal` of them are done.
+#[derive(Default)]
+pub struct Finished {
+    done: AtomicUsize,
+    goal: AtomicUsize,
+    notify: Notify,
+}
+
+impl Hooks for Finished {
+    fn job(&self, outcome: JobOutcome) {
+        if outcome == JobOutcome::Done {
+            let n = self.done.fetch_add(1, Ordering::SeqCst) + 1;
+            if n == self.goal.load(Ordering::SeqCst) {
+                self.notify.notify_one();
+            }
+        }
+    }
+}
+
+impl Finished {
+    async fn wait_for(&self, goal: usize) {
+        self.goal.store(goal, Ordering::SeqCst);
+        while self.done.load(Ordering::SeqCst) < goal {
+            self.notify.notified().await;
+        }
+    }
+}
+
+/// What the instant fetch returns.
+pub fn result() -> TargetResult {
+    TargetResult {
+        content: "ok".into(),
+        meta: Default::default(),
+    }
+}
+
+/// The instant fetch.
+pub async fn instant(
+    _caller: Arc<Caller>,
+    _target: Target,
+    _cancel: CancellationToken,
+) -> Result<TargetResult, FetchError> {
+    Ok(result())
+}
+
+fn url(job: usize, idx: usize) -> String {
+    format!("https://bench.invalid/{job}/{idx}")
+}
+
+fn caller() -> Caller {
+    Caller {
+        name: "bench".into(),
+        workspace: "bench".into(),
+        key_sha256: String::new(),
+    }
+}
+
+/// The shape of one measurement: `live` jobs of `per_job` targets submitted up front, `reps`
+/// times over.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    pub live: usize,
+    pub per_job: usize,
+    pub reps: usize,
+}
+
+impl Shape {
+    /// `live` jobs of `per_job`, repeated until about `targets` targets.
+    pub fn new(live: usize, per_job: usize, targets: usize) -> Shape {
+        let batch = live * per_job;
+        Shape {
+            live,
+            per_job,
+            reps: targets.div_ceil(batch).max(1),
+        }
+    }
+
+    pub fn targets(&self) -> usize {
+        self.live * self.per_job * self.reps
+    }
+}
+
+/// Targets stored per second by a runner with `workers` on `store`: each rep submits `live`
+/// jobs up front and waits until all are done; the clock runs from each rep's first submit to
+/// its last stored target. `first_job` numbers the jobs (so the URLs and keys are new).
+pub async fn run(
+    store: Arc<dyn BatchStore>,
+    workers: usize,
+    shape: Shape,
+    first_job: usize,
+) -> Result<f64, StoreError> {
+    let hooks = Arc::new(Finished::default());
+    let runner = Runner::start(store, instant, config(workers, hooks.clone())).await?;
+    let caller = caller();
+    let mut busy = Duration::ZERO;
+    let mut job = first_job;
+    let mut goal = 0;
+    for _ in 0..shape.reps {
+        let batch: Vec<Vec<Target>> = (0..shape.live)
+            .map(|_| {
+                job += 1;
+                (0..shape.per_job)
+                    .map(|i| Target {
+                        url: url(job, i),
+                        options: Options::default(),
+                    })
+                    .collect()
+            })
+            .collect();
+        goal += shape.live;
+        let t0 = Instant::now();
+        for targets in batch {
+            match runner
+                .submit(caller.clone(), CallerClass::Fleet, targets)
+                .await
+            {
+                Ok(s) if !s.reused => {}
+                Ok(_) => panic!("bench: a submit was reused"),
+                Err(e) => panic!("bench: submit failed: {e}"),
+            }
+        }
+        hooks.wait_for(goal).await;
+        busy += t0.elapsed();
+    }
+    runner.close().await;
+    Ok(shape.targets() as f64 / busy.as_secs_f64())
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// The jobs of one rep as the runner would admit them (built before the clock starts).
+fn new_jobs(shape: &Shape, job: &mut usize, now: i64) -> Vec<NewJob> {
+    let caller = caller();
+    (0..shape.live)
+        .map(|_| {
+            *job += 1;
+            let targets: Vec<Target> = (0..shape.per_job)
+                .map(|i| Target {
+                    url: url(*job, i),
+                    options: Options::default(),
+                })
+                .collect();
+            NewJob {
+                id: format!("{:032x}", *job),
+                caller: caller.name.clone(),
+                class: CallerClass::Fleet,
+                idem_key: idem_key(&caller.name, &targets),
+                targets: targets
+                    .iter()
+                    .map(|t| (t.url.clone(), t.options.to_json()))
+                    .collect(),
+                now,
+            }
+        })
+        .collect()
+}
+
+/// Targets per second of the store calls a runner makes for `shape`, issued back to back: per
+/// job `admit` then `sweep` (Runner::submit), then round-robin over the jobs per target
+/// `start_target`, `finish_target` (the last with the job's terminal status) and `evict`
+/// (Runner::run_target). No fetch, no machine, no tasks.
+pub async fn raw(
+    store: &dyn BatchStore,
+    shape: Shape,
+    first_job: usize,
+) -> Result<f64, StoreError> {
+    let caps = caps();
+    let mut job = first_job;
+    let mut busy = Duration::ZERO;
+    let write = TargetWrite::Done {
+        result: result()
+            .to_json()
+            .map_err(|e| StoreError::backend("bench json", e))?,
+    };
+    for _ in 0..shape.reps {
+        let now = unix_now();
+        let jobs = new_jobs(&shape, &mut job, now);
+        let t0 = Instant::now();
+        for j in &jobs {
+            match store.admit(j, &caps).await? {
+                Admission::Created => {}
+                a => panic!("bench: raw admit gave {a:?}"),
+            }
+            store.sweep(now, caps.ttl_secs).await?;
+        }
+        for idx in 0..shape.per_job {
+            let finish = (idx + 1 == shape.per_job).then_some(JobStatus::Done);
+            for j in &jobs {
+                if store.start_target(&j.id, idx, now).await?.is_none() {
+                    panic!("bench: raw start_target found no target");
+                }
+                if !store.finish_target(&j.id, idx, &write, now, finish).await? {
+                    panic!("bench: raw finish_target found no target");
+                }
+                store.evict(MAX_BYTES).await?;
+            }
+        }
+        busy += t0.elapsed();
+    }
+    Ok(shape.targets() as f64 / busy.as_secs_f64())
+}
+
+/// Stores `jobs` finished jobs of 32 done targets through the store API, fast: admit, then
+/// `finish_target` per target (the last one finishing the job); no start, sweep or evict.
+pub async fn prefill(store: &dyn BatchStore, jobs: usize) -> Result<(), StoreError> {
+    let caps = caps();
+    let shape = Shape {
+        live: 1,
+        per_job: 32,
+        reps: 1,
+    };
+    let write = TargetWrite::Done {
+        result: result()
+            .to_json()
+            .map_err(|e| StoreError::backend("bench json", e))?,
+    };
+    // Job numbers far from the measured ones so the ids never clash.
+    let mut job = 1 << 40;
+    let now = unix_now();
+    for _ in 0..jobs {
+        for j in new_jobs(&shape, &mut job, now) {
+            if store.admit(&j, &caps).await? != Admission::Created {
+                panic!("bench: prefill admit refused");
+            }
+            for idx in 0..32 {
+                let finish = (idx == 31).then_some(JobStatus::Done);
+                store.finish_target(&j.id, idx, &write, now, finish).await?;
+            }
+        }
+    }
+    Ok(())
+}
