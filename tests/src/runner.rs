@@ -7,7 +7,7 @@
 //! `tests/tests/` with [`runner_tests!`](crate::runner_tests), in the shape of
 //! [`conformance_tests!`](crate::conformance_tests):
 //!
-//! ```ignore
+//! ```text
 //! use std::sync::Arc;
 //! rota_tests::runner_tests!(sync || (Arc::new(rota_store_memory::MemoryStore::new()), ()));
 //! // or, for a constructor that awaits and a guard (say a temp dir) to keep alive:

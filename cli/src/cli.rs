@@ -1,0 +1,295 @@
+//! The command line: `rota [--store URL] <run FILE | status ID | demo>`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use rota::Config;
+
+use crate::http::HttpConfig;
+use crate::store_url::StoreUrl;
+
+/// The store used when neither `--store` nor `ROTA_STORE` is given.
+pub const DEFAULT_STORE: &str = "sqlite:rota.sqlite3";
+
+/// rota: a store-backed batch job runner.
+///
+/// A job is a list of fetch targets; rota drains them through its built-in HTTP fetcher,
+/// round-robin across jobs, retries targets that are only busy, and stores every outcome.
+/// Start with `rota demo`.
+#[derive(Debug, Parser)]
+#[command(name = "rota", version, propagate_version = true, max_term_width = 100)]
+pub struct Cli {
+    /// Where jobs are stored: sqlite:PATH, redb:PATH or memory.
+    #[arg(
+        long,
+        global = true,
+        env = "ROTA_STORE",
+        default_value = DEFAULT_STORE,
+        value_name = "URL"
+    )]
+    pub store: StoreUrl,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one job: fetch every target in FILE, print one JSON line per target on stdout.
+    ///
+    /// FILE (`-` for stdin) is a JSON array, or JSON lines; each item is a URL string or a
+    /// target object {"url": "...", "options": {"grep": "..."}}. The job id and progress go to
+    /// stderr. Exit status: 0 all done, 2 partial, 1 failed, cancelled or error. The first
+    /// Ctrl-C cancels the job (the target in flight finishes and is stored); a second exits at
+    /// once.
+    Run(RunArgs),
+    /// Print a stored job and its targets (a JobView) as JSON.
+    ///
+    /// Reads the store only: it changes nothing and starts no worker.
+    Status(StatusArgs),
+    /// Run two jobs of two callers against a loopback server inside this process (offline).
+    ///
+    /// Shows the round-robin order and every outcome as it happens: pages that succeed, one that
+    /// is busy twice and then fine, one missing (404) and one too slow for the timeout. The jobs
+    /// are kept in the store, to be read back with `rota status ID`.
+    Demo(DemoArgs),
+}
+
+/// `rota run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The targets: a JSON array or JSON lines; `-` reads stdin.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+
+    /// The caller the job is submitted as [default: $USER, else $USERNAME, else local].
+    #[arg(long, value_name = "NAME", value_parser = parse_caller)]
+    pub caller: Option<String>,
+
+    /// The runner's settings.
+    #[command(flatten)]
+    pub runner: RunnerArgs,
+
+    /// The built-in fetcher's settings.
+    #[command(flatten)]
+    pub fetch: FetchArgs,
+}
+
+/// `rota status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The job id `rota run` printed (32 hex characters).
+    #[arg(value_name = "ID")]
+    pub id: String,
+}
+
+/// `rota demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// The runner's settings (the demo's own default for --retry-wait is 200ms).
+    #[command(flatten)]
+    pub runner: RunnerArgs,
+
+    /// The time limit of one request [default: 1s, so that the slow page times out].
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration,
+          help_heading = "Fetcher")]
+    pub timeout: Option<Duration>,
+}
+
+/// The runner's [`Config`], one flag per field. Unset flags keep the base config's value.
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Runner")]
+pub struct RunnerArgs {
+    /// How long a job is kept (and reused) after its last activity [default: 24h].
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub ttl: Option<Duration>,
+    /// The most targets one job may have [default: 32].
+    #[arg(long, value_name = "N")]
+    pub targets_per_job: Option<usize>,
+    /// The most live jobs one caller may have [default: 1].
+    #[arg(long, value_name = "N")]
+    pub jobs_per_caller: Option<usize>,
+    /// The most live jobs in all [default: 8].
+    #[arg(long, value_name = "N")]
+    pub jobs_total: Option<usize>,
+    /// How many workers fetch at once, 1 or 2 [default: 1].
+    #[arg(long, value_name = "N", value_parser = parse_workers)]
+    pub workers: Option<usize>,
+    /// The store's byte budget: finished jobs are evicted past it, like 64MiB [default: 64MiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_bytes: Option<u64>,
+    /// The pause before a busy target is tried again [default: 2s; in the demo 200ms].
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub retry_wait: Option<Duration>,
+    /// How long one target may keep coming back busy before it fails [default: 10m].
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub retry_for: Option<Duration>,
+}
+
+impl RunnerArgs {
+    /// `base` with every flag that was given applied.
+    pub fn apply(&self, base: Config) -> Config {
+        Config {
+            ttl: self.ttl.unwrap_or(base.ttl),
+            targets_per_job: self.targets_per_job.unwrap_or(base.targets_per_job),
+            jobs_per_caller: self.jobs_per_caller.unwrap_or(base.jobs_per_caller),
+            jobs_total: self.jobs_total.unwrap_or(base.jobs_total),
+            workers: self.workers.unwrap_or(base.workers),
+            max_bytes: self.max_bytes.unwrap_or(base.max_bytes),
+            retry_wait: self.retry_wait.unwrap_or(base.retry_wait),
+            retry_for: self.retry_for.unwrap_or(base.retry_for),
+            ..base
+        }
+    }
+}
+
+/// The built-in fetcher's settings.
+#[derive(Debug, Clone, Copy, Args)]
+#[command(next_help_heading = "Fetcher")]
+pub struct FetchArgs {
+    /// The time limit of one request: connect, headers and body [default: 30s].
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration,
+          default_value = "30s", hide_default_value = true)]
+    pub timeout: Duration,
+    /// The largest body kept, like 8MiB or 500KiB; a larger page fails [default: 8MiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "8MiB",
+          hide_default_value = true)]
+    pub max_body: u64,
+}
+
+impl FetchArgs {
+    /// The fetcher's configuration.
+    pub fn http_config(&self) -> HttpConfig {
+        HttpConfig {
+            timeout: self.timeout,
+            max_body: self.max_body,
+        }
+    }
+}
+
+/// The default caller name: `$USER`, else `$USERNAME`, else `local`.
+pub fn default_caller() -> String {
+    ["USER", "USERNAME"]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok())
+        .map(|v| v.trim().to_owned())
+        .find(|v| !v.is_empty())
+        .unwrap_or_else(|| "local".to_owned())
+}
+
+/// Parses `--workers`: 1 or 2 (the runner has at most two).
+pub fn parse_workers(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n @ 1..=rota::MAX_WORKERS) => Ok(n),
+        _ => Err(format!("{s:?}: the runner has 1 or 2 workers")),
+    }
+}
+
+/// Parses `--caller`: any non-blank name.
+pub fn parse_caller(s: &str) -> Result<String, String> {
+    let name = s.trim();
+    if name.is_empty() {
+        Err("a caller needs a name".into())
+    } else {
+        Ok(name.to_owned())
+    }
+}
+
+/// Parses a byte size: a whole number with an optional unit, `B`, `K`/`KiB` (1024), `M`/`MiB`,
+/// `G`/`GiB`, or the decimal `KB` (1000), `MB`, `GB`. Case and a space before the unit do not
+/// matter.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size: give a whole number like 8MiB or 500000"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        other => {
+            return Err(format!(
+                "unknown size unit {other:?}: use B, KiB, MiB, GiB (or KB, MB, GB)"
+            ));
+        }
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn sizes_take_binary_and_decimal_units() {
+        assert_eq!(parse_size("8MiB"), Ok(8 << 20));
+        assert_eq!(parse_size("8 mib"), Ok(8 << 20));
+        assert_eq!(parse_size("500KiB"), Ok(500 << 10));
+        assert_eq!(parse_size("2k"), Ok(2048));
+        assert_eq!(parse_size("3MB"), Ok(3_000_000));
+        assert_eq!(parse_size("1000"), Ok(1000));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("8 parsecs").is_err());
+        assert!(parse_size("-1").is_err());
+        assert!(parse_size("99999999999999G").is_err());
+    }
+
+    #[test]
+    fn workers_are_one_or_two_and_a_caller_has_a_name() {
+        assert_eq!(parse_workers("1"), Ok(1));
+        assert_eq!(parse_workers("2"), Ok(2));
+        for bad in ["0", "3", "two", ""] {
+            assert!(parse_workers(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(parse_caller(" ann "), Ok("ann".to_owned()));
+        assert!(parse_caller("  ").is_err());
+    }
+
+    #[test]
+    fn runner_flags_override_only_what_is_given() {
+        let cli = Cli::try_parse_from([
+            "rota",
+            "run",
+            "f.json",
+            "--retry-wait",
+            "200ms",
+            "--workers",
+            "2",
+            "--max-bytes",
+            "1MiB",
+        ])
+        .unwrap();
+        let Command::Run(run) = cli.command else {
+            panic!("not run");
+        };
+        let c = run.runner.apply(Config::default());
+        assert_eq!(c.retry_wait, Duration::from_millis(200));
+        assert_eq!(c.workers, 2);
+        assert_eq!(c.max_bytes, 1 << 20);
+        assert_eq!(c.ttl, Config::default().ttl);
+        // The flags' literal defaults are the fetcher's constants.
+        assert_eq!(run.fetch.http_config(), crate::http::HttpConfig::default());
+    }
+
+    #[test]
+    fn the_store_flag_is_global() {
+        let cli = Cli::try_parse_from(["rota", "status", "abc", "--store", "memory"]).unwrap();
+        assert_eq!(cli.store, StoreUrl::Memory);
+    }
+}

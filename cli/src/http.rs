@@ -1,0 +1,500 @@
+//! The built-in HTTP fetcher: a plain GET with reqwest and rustls (ring).
+//!
+//! Every failure becomes a [`TargetError`] whose `hint` tells an agent what to do next, except
+//! 429 and 503, which are only busy ([`FetchError::RetryLater`]). Nothing here logs a URL or a
+//! host: the messages it builds name statuses, sizes and durations only.
+
+use std::sync::{Arc, Once};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use regex::{Regex, RegexBuilder};
+use reqwest::{StatusCode, Url, redirect};
+use rota::{
+    Caller, CancellationToken, Fetch, FetchError, Options, Target, TargetError, TargetResult,
+};
+use serde_json::{Map, Value};
+
+/// The most redirects one fetch follows.
+pub const MAX_REDIRECTS: usize = 10;
+/// The default per-request timeout.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default body cap, in bytes.
+pub const DEFAULT_MAX_BODY: u64 = 8 * 1024 * 1024;
+/// The largest compiled `grep` pattern, in bytes: a guard against patterns that explode.
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
+
+/// How the built-in fetcher fetches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpConfig {
+    /// The whole request's time limit: connect, headers and body.
+    pub timeout: Duration,
+    /// The largest body kept, in bytes; a larger one fails the target.
+    pub max_body: u64,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            timeout: DEFAULT_TIMEOUT,
+            max_body: DEFAULT_MAX_BODY,
+        }
+    }
+}
+
+/// The built-in fetcher: GET the target's URL, follow up to [`MAX_REDIRECTS`] redirects, keep
+/// the body (at most `max_body` bytes) as lossy UTF-8 text.
+///
+/// A done target's `meta` holds `status`, `content_type`, `bytes` (the body's size before any
+/// `grep`) and `final_url` (after redirects). The only option it supports is `grep`: a regex
+/// whose matching lines are kept. Any other option set fails the target with status 400, so
+/// that an option is never silently ignored.
+#[derive(Debug, Clone)]
+pub struct HttpFetch {
+    client: reqwest::Client,
+    cfg: HttpConfig,
+}
+
+/// Makes ring the process's rustls crypto provider (reqwest is built without one, to keep
+/// aws-lc and its C toolchain out of the build). A provider installed earlier is kept.
+fn install_crypto_provider() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // `Err` means a provider is already installed, which is all we need.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+impl HttpFetch {
+    /// A fetcher with `cfg`. Fails only if the TLS setup cannot be built.
+    ///
+    /// TLS trusts the system's CA certificates. A machine without any (a bare container) would
+    /// make the client fail to build, and with it every command, the offline demo included; it
+    /// gets the bundled Mozilla roots instead.
+    pub fn new(cfg: HttpConfig) -> Result<HttpFetch, String> {
+        install_crypto_provider();
+        let builder = || {
+            reqwest::Client::builder()
+                .redirect(redirect::Policy::limited(MAX_REDIRECTS))
+                .timeout(cfg.timeout)
+                .user_agent(concat!("rota/", env!("CARGO_PKG_VERSION")))
+        };
+        let client = match builder().build() {
+            Ok(c) => c,
+            Err(system) => {
+                tracing::warn!(
+                    error = %system.without_url(),
+                    "no usable system CA certificates: trusting the bundled Mozilla roots"
+                );
+                let roots = webpki_root_certs::TLS_SERVER_ROOT_CERTS
+                    .iter()
+                    .filter_map(|der| reqwest::Certificate::from_der(der).ok());
+                builder()
+                    .tls_certs_only(roots)
+                    .build()
+                    .map_err(|e| format!("building the HTTP client: {}", e.without_url()))?
+            }
+        };
+        Ok(HttpFetch { client, cfg })
+    }
+
+    /// The fetcher's configuration.
+    pub fn config(&self) -> HttpConfig {
+        self.cfg
+    }
+
+    /// Fetches `target`, returning soon after `cancel` is cancelled.
+    pub async fn get(
+        &self,
+        target: &Target,
+        cancel: &CancellationToken,
+    ) -> Result<TargetResult, FetchError> {
+        let grep = check_options(&target.options)?;
+        let url = parse_url(&target.url)?;
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => Err(FetchError::Other("fetch cancelled".into())),
+            r = self.fetch_url(url, grep.as_ref()) => r,
+        }
+    }
+
+    async fn fetch_url(&self, url: Url, grep: Option<&Regex>) -> Result<TargetResult, FetchError> {
+        let mut resp = self
+            .client
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| self.transport_error(&e))?;
+        let status = resp.status();
+        if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
+            return Err(FetchError::RetryLater(status_msg(status)));
+        }
+        if !status.is_success() {
+            return Err(FetchError::Target(TargetError {
+                status: status.as_u16(),
+                msg: status_msg(status),
+                hint: status_hint(status).into(),
+            }));
+        }
+        let content_type = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let final_url = resp.url().to_string();
+        if resp.content_length().is_some_and(|n| n > self.cfg.max_body) {
+            return Err(self.too_big());
+        }
+        let mut body: Vec<u8> = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(|e| self.transport_error(&e))? {
+            if (body.len() + chunk.len()) as u64 > self.cfg.max_body {
+                return Err(self.too_big());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        let bytes = body.len();
+        let text = String::from_utf8_lossy(&body);
+        let content = match grep {
+            None => text.into_owned(),
+            Some(re) => keep_matching_lines(&text, re),
+        };
+        let mut meta = Map::new();
+        meta.insert("status".into(), Value::from(status.as_u16()));
+        meta.insert("content_type".into(), Value::from(content_type));
+        meta.insert("bytes".into(), Value::from(bytes));
+        meta.insert("final_url".into(), Value::from(final_url));
+        Ok(TargetResult { content, meta })
+    }
+
+    fn too_big(&self) -> FetchError {
+        let cap = human_bytes(self.cfg.max_body);
+        FetchError::Target(TargetError {
+            status: 413,
+            msg: format!("body larger than the {cap} cap"),
+            hint: format!(
+                "the page is bigger than the built-in fetcher keeps ({cap}); fetch a smaller \
+                 resource (a specific page or a range), or raise the cap with --max-body"
+            ),
+        })
+    }
+
+    /// Maps a failure to get an answer (or to read its body) to a target error. reqwest's own
+    /// text names the URL, so the message is built from its kind and root cause only.
+    fn transport_error(&self, e: &reqwest::Error) -> FetchError {
+        let (status, msg, hint) = if e.is_timeout() {
+            (
+                504,
+                format!(
+                    "timed out after {}",
+                    humantime::format_duration(self.cfg.timeout)
+                ),
+                "the server did not answer in time; try again later, fetch a lighter page, or \
+                 raise the limit with --timeout"
+                    .to_owned(),
+            )
+        } else if e.is_redirect() {
+            (
+                502,
+                format!("too many redirects (more than {MAX_REDIRECTS})"),
+                "the page redirects in a loop or too many times; open the address it should end \
+                 at directly"
+                    .to_owned(),
+            )
+        } else if e.is_connect() {
+            (
+                502,
+                format!("could not connect: {}", root_cause(e)),
+                "the host could not be reached (DNS lookup, refused connection or TLS \
+                 handshake failed); check the host name and the http/https scheme, or try \
+                 again later"
+                    .to_owned(),
+            )
+        } else {
+            (
+                502,
+                format!("the connection failed: {}", root_cause(e)),
+                "the server broke off the answer; try again later".to_owned(),
+            )
+        };
+        FetchError::Target(TargetError { status, msg, hint })
+    }
+}
+
+#[async_trait]
+impl Fetch for HttpFetch {
+    async fn fetch(
+        &self,
+        _caller: Arc<Caller>,
+        target: Target,
+        cancel: CancellationToken,
+    ) -> Result<TargetResult, FetchError> {
+        self.get(&target, &cancel).await
+    }
+}
+
+/// The compiled `grep` pattern, if any; an error for an invalid one or any unsupported option.
+fn check_options(o: &Options) -> Result<Option<Regex>, FetchError> {
+    let set: Vec<&str> = [
+        ("mode", !o.mode.is_empty()),
+        ("question", !o.question.is_empty()),
+        ("pages", !o.pages.is_empty()),
+        ("jq", !o.jq.is_empty()),
+        ("context", o.context.is_some()),
+        ("recover", o.recover),
+    ]
+    .into_iter()
+    .filter_map(|(name, on)| on.then_some(name))
+    .collect();
+    if !set.is_empty() {
+        let names = set.join(", ");
+        let msg = if set.len() == 1 {
+            format!("option {names} is not supported by the built-in fetcher")
+        } else {
+            format!("options {names} are not supported by the built-in fetcher")
+        };
+        return Err(bad_request(
+            msg,
+            format!(
+                "the built-in fetcher does a plain GET and supports only the grep option; \
+                 remove {names} from the target's options, or use a fetcher that supports it"
+            ),
+        ));
+    }
+    if o.grep.is_empty() {
+        return Ok(None);
+    }
+    RegexBuilder::new(&o.grep)
+        .size_limit(REGEX_SIZE_LIMIT)
+        .build()
+        .map(Some)
+        .map_err(|e| {
+            bad_request(
+                format!("invalid grep pattern: {}", one_line(&e.to_string())),
+                "grep is a regular expression (Rust regex syntax) matched against each line; \
+                 fix it, or escape special characters with a backslash (\\. \\( \\[)"
+                    .into(),
+            )
+        })
+}
+
+fn parse_url(s: &str) -> Result<Url, FetchError> {
+    let url = Url::parse(s).map_err(|e| {
+        bad_request(
+            format!("invalid URL: {e}"),
+            "give an absolute URL with its scheme, like https://example.com/page".into(),
+        )
+    })?;
+    match url.scheme() {
+        "http" | "https" => Ok(url),
+        other => Err(bad_request(
+            format!("unsupported URL scheme {other}"),
+            "the built-in fetcher fetches only http:// and https:// URLs".into(),
+        )),
+    }
+}
+
+fn bad_request(msg: String, hint: String) -> FetchError {
+    FetchError::Target(TargetError {
+        status: 400,
+        msg,
+        hint,
+    })
+}
+
+/// `HTTP 404 Not Found`, or `HTTP 599` for a status without a reason phrase.
+fn status_msg(status: StatusCode) -> String {
+    match status.canonical_reason() {
+        Some(reason) => format!("HTTP {} {reason}", status.as_u16()),
+        None => format!("HTTP {}", status.as_u16()),
+    }
+}
+
+fn status_hint(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        300..=399 => {
+            "the server answered with a redirect that could not be followed; open the address \
+             it points to directly"
+        }
+        401 | 407 => "the page needs a login; use a public source or one you can authenticate to",
+        403 => {
+            "the server refuses this client (login needed or automated access blocked); try \
+             another source for the same content"
+        }
+        404 | 410 => {
+            "the page does not exist (any more); check the URL for typos, or find its current \
+             address from the site's index or a search"
+        }
+        405 | 406 | 415 => {
+            "the server will not serve this resource to a plain GET; try another URL"
+        }
+        451 => "the page is blocked for legal reasons; use another source",
+        400..=499 => "the server rejected the request; check the URL and its query string",
+        _ => "the server failed to answer; try again later or use another source",
+    }
+}
+
+/// The innermost error in `e`'s source chain, on one line (never the URL, which only the
+/// outermost reqwest error carries).
+fn root_cause(e: &reqwest::Error) -> String {
+    let mut cur: &dyn std::error::Error = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    one_line(&cur.to_string())
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn keep_matching_lines(text: &str, re: &Regex) -> String {
+    text.lines()
+        .filter(|line| re.is_match(line))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `8 MiB`, `512 KiB` or `1000 bytes`.
+pub fn human_bytes(n: u64) -> String {
+    const KIB: u64 = 1024;
+    const MIB: u64 = 1024 * 1024;
+    const GIB: u64 = 1024 * 1024 * 1024;
+    match n {
+        0 => "0 bytes".into(),
+        n if n % GIB == 0 => format!("{} GiB", n / GIB),
+        n if n % MIB == 0 => format!("{} MiB", n / MIB),
+        n if n % KIB == 0 => format!("{} KiB", n / KIB),
+        n => format!("{n} bytes"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_unsupported_option_is_named() {
+        let cases: Vec<(Options, &str)> = vec![
+            (
+                Options {
+                    mode: "text".into(),
+                    ..Options::default()
+                },
+                "mode",
+            ),
+            (
+                Options {
+                    question: "q".into(),
+                    ..Options::default()
+                },
+                "question",
+            ),
+            (
+                Options {
+                    pages: "1-2".into(),
+                    ..Options::default()
+                },
+                "pages",
+            ),
+            (
+                Options {
+                    jq: ".a".into(),
+                    ..Options::default()
+                },
+                "jq",
+            ),
+            (
+                Options {
+                    context: Some(false),
+                    ..Options::default()
+                },
+                "context",
+            ),
+            (
+                Options {
+                    recover: true,
+                    ..Options::default()
+                },
+                "recover",
+            ),
+        ];
+        for (o, name) in cases {
+            let Err(FetchError::Target(e)) = check_options(&o) else {
+                panic!("{name} was accepted");
+            };
+            assert_eq!(e.status, 400);
+            assert_eq!(
+                e.msg,
+                format!("option {name} is not supported by the built-in fetcher")
+            );
+            assert!(e.hint.contains(name), "{}", e.hint);
+        }
+    }
+
+    #[test]
+    fn several_unsupported_options_are_all_named() {
+        let o = Options {
+            mode: "text".into(),
+            jq: ".a".into(),
+            grep: "x".into(),
+            ..Options::default()
+        };
+        let Err(FetchError::Target(e)) = check_options(&o) else {
+            panic!("accepted");
+        };
+        assert_eq!(
+            e.msg,
+            "options mode, jq are not supported by the built-in fetcher"
+        );
+    }
+
+    #[test]
+    fn only_grep_and_no_options_are_accepted() {
+        assert!(check_options(&Options::default()).unwrap().is_none());
+        let o = Options {
+            grep: "^a".into(),
+            ..Options::default()
+        };
+        assert!(check_options(&o).unwrap().unwrap().is_match("abc"));
+    }
+
+    #[test]
+    fn a_url_must_be_absolute_http_or_https() {
+        for bad in [
+            "example.com/a",
+            "",
+            "ftp://example.com/a",
+            "file:///etc/passwd",
+        ] {
+            let Err(FetchError::Target(e)) = parse_url(bad) else {
+                panic!("{bad:?} was accepted");
+            };
+            assert_eq!(e.status, 400, "{bad:?}");
+            assert!(!e.hint.is_empty());
+        }
+        assert!(parse_url("https://example.com/a?b=c").is_ok());
+    }
+
+    #[test]
+    fn status_messages_carry_the_reason_phrase() {
+        assert_eq!(status_msg(StatusCode::NOT_FOUND), "HTTP 404 Not Found");
+        assert_eq!(status_msg(StatusCode::from_u16(599).unwrap()), "HTTP 599");
+    }
+
+    #[test]
+    fn grep_keeps_only_matching_lines() {
+        let re = Regex::new("rust").unwrap();
+        assert_eq!(
+            keep_matching_lines("rust one\nno\r\nrusty two\n", &re),
+            "rust one\nrusty two"
+        );
+    }
+
+    #[test]
+    fn sizes_are_shown_in_binary_units() {
+        assert_eq!(human_bytes(8 << 20), "8 MiB");
+        assert_eq!(human_bytes(512 << 10), "512 KiB");
+        assert_eq!(human_bytes(1000), "1000 bytes");
+    }
+}

@@ -1,0 +1,226 @@
+//! Reading `rota run`'s FILE: a JSON array, or JSON lines, of URL strings or target objects.
+//!
+//! Everything is checked before anything is submitted, and every error names the item (in an
+//! array) or the line (in JSON lines) it is about.
+
+use rota::{Options, Target};
+use serde_json::Value;
+
+/// The keys a target object may have.
+const TARGET_KEYS: &[&str] = &["url", "options"];
+/// The keys a target's `options` may have.
+const OPTION_KEYS: &[&str] = &[
+    "mode", "question", "pages", "grep", "jq", "context", "recover",
+];
+
+/// Parses FILE's contents into targets, in order.
+///
+/// The contents are a JSON array when their first non-blank character is `[`, and JSON lines
+/// otherwise (blank lines are skipped). Each item is a URL string or an object
+/// `{"url": .., "options": {..}}`; a URL must be absolute `http://` or `https://`, and an
+/// unknown key is an error rather than silently dropped.
+pub fn parse_targets(text: &str) -> Result<Vec<Target>, String> {
+    let trimmed = text.trim_start();
+    let targets = if trimmed.starts_with('[') {
+        let items: Vec<Value> =
+            serde_json::from_str(text).map_err(|e| format!("not a valid JSON array: {e}"))?;
+        items
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let n = i + 1;
+                to_target(v).map_err(|e| format!("item {n} (idx {i}): {e}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?
+    } else {
+        let mut out = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let n = i + 1;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let v: Value =
+                serde_json::from_str(line).map_err(|e| format!("line {n}: not valid JSON: {e}"))?;
+            out.push(to_target(v).map_err(|e| format!("line {n}: {e}"))?);
+        }
+        out
+    };
+    if targets.is_empty() {
+        return Err("no targets: give a JSON array or JSON lines of URLs or target objects".into());
+    }
+    Ok(targets)
+}
+
+fn to_target(v: Value) -> Result<Target, String> {
+    let target = match v {
+        Value::String(url) => Target {
+            url,
+            options: Options::default(),
+        },
+        Value::Object(map) => {
+            unknown_keys(&map, TARGET_KEYS, "key")?;
+            match map.get("options") {
+                Some(Value::Object(o)) => unknown_keys(o, OPTION_KEYS, "option")?,
+                Some(Value::Null) | None => {}
+                Some(_) => return Err("\"options\" must be an object".into()),
+            }
+            if !map.contains_key("url") {
+                return Err("a target object needs a \"url\"".into());
+            }
+            serde_json::from_value(Value::Object(map)).map_err(|e| e.to_string())?
+        }
+        other => {
+            return Err(format!(
+                "expected a URL string or a target object, found {}",
+                kind(&other)
+            ));
+        }
+    };
+    check_url(&target.url)?;
+    Ok(target)
+}
+
+fn unknown_keys(
+    map: &serde_json::Map<String, Value>,
+    known: &[&str],
+    what: &str,
+) -> Result<(), String> {
+    match map.keys().find(|k| !known.contains(&k.as_str())) {
+        None => Ok(()),
+        Some(k) => Err(format!(
+            "unknown {what} {k:?} (known: {})",
+            known.join(", ")
+        )),
+    }
+}
+
+fn check_url(url: &str) -> Result<(), String> {
+    match reqwest::Url::parse(url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") => Ok(()),
+        Ok(u) => Err(format!(
+            "{url:?} is a {} URL: only http:// and https:// are fetched",
+            u.scheme()
+        )),
+        Err(e) => Err(format!("{url:?} is not an absolute http(s) URL ({e})")),
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(u: &str) -> Target {
+        Target {
+            url: u.into(),
+            options: Options::default(),
+        }
+    }
+
+    #[test]
+    fn a_json_array_of_strings_and_objects_is_read_in_order() {
+        let got = parse_targets(
+            r#"  ["https://a.example/1",
+                 {"url": "http://b.example/2", "options": {"grep": "x", "context": false}},
+                 {"url": "https://c.example/3"}]"#,
+        )
+        .unwrap();
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0], url("https://a.example/1"));
+        assert_eq!(got[1].options.grep, "x");
+        assert_eq!(got[1].options.context, Some(false));
+        assert_eq!(got[2], url("https://c.example/3"));
+    }
+
+    #[test]
+    fn json_lines_skip_blank_lines() {
+        let got =
+            parse_targets("\"https://a.example/1\"\n\n{\"url\":\"https://b.example/2\"}\r\n   \n")
+                .unwrap();
+        assert_eq!(
+            got,
+            vec![url("https://a.example/1"), url("https://b.example/2")]
+        );
+    }
+
+    #[test]
+    fn errors_in_an_array_name_the_item() {
+        let cases = [
+            (
+                r#"["https://a.example", 7]"#,
+                "item 2 (idx 1): expected a URL string or a target object, found a number",
+            ),
+            (
+                r#"["https://a.example", "nope"]"#,
+                "item 2 (idx 1): \"nope\" is not an absolute http(s) URL",
+            ),
+            (
+                r#"[{"url": "ftp://x.example/f"}]"#,
+                "item 1 (idx 0): \"ftp://x.example/f\" is a ftp URL",
+            ),
+            (
+                r#"[{"ur1": "https://a.example"}]"#,
+                "item 1 (idx 0): unknown key \"ur1\"",
+            ),
+            (
+                r#"[{"url": "https://a.example", "options": {"jqq": "."}}]"#,
+                "item 1 (idx 0): unknown option \"jqq\"",
+            ),
+            (
+                r#"[{"url": "https://a.example", "options": {"grep": 3}}]"#,
+                "item 1 (idx 0): invalid type",
+            ),
+            (
+                r#"[{"url": "https://a.example", "options": "grep"}]"#,
+                "item 1 (idx 0): \"options\" must be an object",
+            ),
+            (
+                r#"[{"options": {}}]"#,
+                "item 1 (idx 0): a target object needs a \"url\"",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = parse_targets(text).unwrap_err();
+            assert!(e.starts_with(want), "{text}\n  got:  {e}\n  want: {want}…");
+        }
+    }
+
+    #[test]
+    fn errors_in_json_lines_name_the_line() {
+        let e = parse_targets("\"https://a.example\"\n\n{\"url\": \"https://b.example\"\n")
+            .unwrap_err();
+        assert!(e.starts_with("line 3: not valid JSON"), "{e}");
+        let e = parse_targets("\"https://a.example\"\n[1]\n").unwrap_err();
+        assert_eq!(
+            e,
+            "line 2: expected a URL string or a target object, found an array"
+        );
+    }
+
+    #[test]
+    fn a_broken_array_says_where() {
+        let e = parse_targets("[\"https://a.example\",\n  \"https://b.example\"").unwrap_err();
+        assert!(e.starts_with("not a valid JSON array"), "{e}");
+        assert!(e.contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn empty_contents_are_an_error() {
+        for text in ["", "  \n\n", "[]"] {
+            assert!(
+                parse_targets(text).unwrap_err().starts_with("no targets"),
+                "{text:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! Writing to stdout and stderr without panicking when they are closed.
+//!
+//! `println!` and `eprintln!` panic when their stream is gone (`rota demo | head`), and a panic
+//! in a runner's worker, outside the fetch, would stop that worker. Everything the command
+//! prints goes through here instead: a failed write to stdout is remembered, so the command can
+//! stop; a failed write to stderr is dropped.
+
+use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static STDOUT_GONE: AtomicBool = AtomicBool::new(false);
+
+/// Writes `line` and a newline to stdout. `false` if stdout is gone (this time or before).
+pub fn out(line: &str) -> bool {
+    if stdout_gone() {
+        return false;
+    }
+    let mut w = io::stdout().lock();
+    let ok = writeln!(w, "{line}").and_then(|()| w.flush()).is_ok();
+    if !ok {
+        STDOUT_GONE.store(true, Ordering::Relaxed);
+    }
+    ok
+}
+
+/// Whether a write to stdout has failed.
+pub fn stdout_gone() -> bool {
+    STDOUT_GONE.load(Ordering::Relaxed)
+}
+
+/// Writes `line` and a newline to stderr, ignoring a failure.
+pub fn err(line: &str) {
+    let mut w = io::stderr().lock();
+    let _ = writeln!(w, "{line}");
+}
+
+/// Stderr for the log subscriber: a write never fails (tracing-subscriber reports a failed write
+/// with `eprintln!`, which panics when stderr is gone).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QuietStderr;
+
+impl Write for QuietStderr {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let _ = io::stderr().write_all(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let _ = io::stderr().flush();
+        Ok(())
+    }
+}

@@ -1,0 +1,186 @@
+//! Watching a job: a fetch wrapper that counts retries, hooks that wake the watcher, and the
+//! progress display on stderr.
+
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rota::{
+    Caller, CancellationToken, Fetch, FetchError, Hooks, JobOutcome, JobView, Target, TargetResult,
+    TargetState,
+};
+use tokio::sync::Notify;
+
+/// What the watcher is told between two looks at the store.
+#[derive(Debug, Default)]
+pub struct Signals {
+    retries: AtomicUsize,
+    wake: Notify,
+}
+
+impl Signals {
+    /// How many fetches came back busy (and so will be tried again).
+    pub fn retries(&self) -> usize {
+        self.retries.load(Ordering::Relaxed)
+    }
+
+    /// Waits until something happened, or `at_most` passed.
+    pub async fn changed(&self, at_most: Duration) {
+        let _ = tokio::time::timeout(at_most, self.wake.notified()).await;
+    }
+
+    fn poke(&self) {
+        // notify_one keeps a permit when nobody waits, so no wake-up is lost.
+        self.wake.notify_one();
+    }
+}
+
+/// A [`Fetch`] that counts the busy answers of the fetch it wraps.
+pub struct Counting<F> {
+    inner: F,
+    signals: Arc<Signals>,
+}
+
+impl<F: Fetch> Counting<F> {
+    /// Wraps `inner`, counting into `signals`.
+    pub fn new(inner: F, signals: Arc<Signals>) -> Self {
+        Counting { inner, signals }
+    }
+}
+
+#[async_trait]
+impl<F: Fetch> Fetch for Counting<F> {
+    async fn fetch(
+        &self,
+        caller: Arc<Caller>,
+        target: Target,
+        cancel: CancellationToken,
+    ) -> Result<TargetResult, FetchError> {
+        let r = self.inner.fetch(caller, target, cancel).await;
+        if matches!(r, Err(FetchError::RetryLater(_))) {
+            self.signals.retries.fetch_add(1, Ordering::Relaxed);
+            self.signals.poke();
+        }
+        r
+    }
+}
+
+/// [`Hooks`] that wake the watcher whenever a target or a job is stored.
+pub struct WakeHooks(pub Arc<Signals>);
+
+impl Hooks for WakeHooks {
+    fn job(&self, _outcome: JobOutcome) {
+        self.0.poke();
+    }
+    fn target(&self, _err: Option<&FetchError>, _elapsed: Duration, _result_bytes: usize) {
+        self.0.poke();
+    }
+}
+
+/// A job's progress as shown: done / total, failures, retries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counts {
+    /// Targets stored done or failed.
+    pub finished: usize,
+    /// All targets.
+    pub total: usize,
+    /// Targets stored failed.
+    pub failed: usize,
+    /// Busy answers so far.
+    pub retries: usize,
+}
+
+impl Counts {
+    /// The counts of `view`, with `retries` busy answers.
+    pub fn of(view: &JobView, retries: usize) -> Counts {
+        Counts {
+            finished: view.job.targets_done,
+            total: view.job.targets_total,
+            failed: view
+                .targets
+                .iter()
+                .filter(|t| t.status == TargetState::Failed)
+                .count(),
+            retries,
+        }
+    }
+
+    fn tail(&self) -> String {
+        format!(
+            "{} failed, {} {}",
+            self.failed,
+            self.retries,
+            if self.retries == 1 {
+                "retry"
+            } else {
+                "retries"
+            }
+        )
+    }
+}
+
+/// The progress display: a bar when stderr is a terminal, else a plain line per change.
+pub enum Progress {
+    /// An indicatif bar on stderr.
+    Bar(ProgressBar),
+    /// Plain lines on stderr; the last counts printed.
+    Lines(Option<Counts>),
+}
+
+impl Progress {
+    /// A bar if stderr is a terminal, else plain lines.
+    pub fn new(total: usize) -> Progress {
+        if !std::io::stderr().is_terminal() {
+            return Progress::Lines(None);
+        }
+        let style =
+            ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} finished · {msg}")
+                .map(|s| s.progress_chars("=> "))
+                .unwrap_or_else(|_| ProgressStyle::default_bar());
+        let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr())
+            .with_style(style);
+        bar.enable_steady_tick(Duration::from_millis(120));
+        Progress::Bar(bar)
+    }
+
+    /// Shows `c` (a plain line only when it differs from the last one shown).
+    pub fn update(&mut self, c: Counts) {
+        match self {
+            Progress::Bar(bar) => {
+                bar.set_length(c.total as u64);
+                bar.set_position(c.finished as u64);
+                bar.set_message(c.tail());
+            }
+            Progress::Lines(last) => {
+                if *last != Some(c) {
+                    note!(
+                        "progress: {}/{} finished, {}",
+                        c.finished,
+                        c.total,
+                        c.tail()
+                    );
+                    let _ = std::io::stderr().flush();
+                    *last = Some(c);
+                }
+            }
+        }
+    }
+
+    /// Prints `line` on stderr without tearing the bar.
+    pub fn note(&self, line: &str) {
+        match self {
+            Progress::Bar(bar) => bar.suspend(|| note!("{line}")),
+            Progress::Lines(_) => note!("{line}"),
+        }
+    }
+
+    /// Removes the bar, if any.
+    pub fn finish(&self) {
+        if let Progress::Bar(bar) = self {
+            bar.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! `rota run FILE`: one job, drained with the built-in HTTP fetcher.
+
+use std::io::{BufWriter, Read, Write};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rota::{Caller, CallerClass, Config, JobStatus, JobView, Runner, SubmitError, TargetState};
+use tokio::sync::mpsc;
+
+use crate::cli::{RunArgs, default_caller};
+use crate::http::HttpFetch;
+use crate::input::parse_targets;
+use crate::progress::{Counting, Counts, Progress, Signals, WakeHooks};
+use crate::status::read_view;
+use crate::store_url::StoreUrl;
+
+/// The longest the watcher waits between two looks at the store when nothing wakes it.
+const POLL: Duration = Duration::from_millis(500);
+
+/// The exit code of a job that ended as `status`: 0 done, 2 partial, 1 otherwise.
+pub fn exit_code(status: JobStatus) -> ExitCode {
+    match status {
+        JobStatus::Done => ExitCode::SUCCESS,
+        JobStatus::Partial => ExitCode::from(2),
+        _ => ExitCode::FAILURE,
+    }
+}
+
+/// Runs `rota run`: see [`crate::cli::Command::Run`].
+pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String> {
+    let is_stdin = args.file.as_os_str() == "-";
+    let name = if is_stdin {
+        "stdin".to_owned()
+    } else {
+        args.file.display().to_string()
+    };
+    let text = if is_stdin {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| format!("reading stdin: {e}"))?;
+        s
+    } else {
+        std::fs::read_to_string(&args.file).map_err(|e| format!("reading {name}: {e}"))?
+    };
+    let targets = parse_targets(&text).map_err(|e| format!("{name}: {e}"))?;
+    let total = targets.len();
+
+    let signals = Arc::new(Signals::default());
+    let cfg = args.runner.apply(Config {
+        hooks: Arc::new(WakeHooks(signals.clone())),
+        ..Config::default()
+    });
+    let fetch = Counting::new(HttpFetch::new(args.fetch.http_config())?, signals.clone());
+    let store = store_url
+        .open()
+        .map_err(|e| format!("opening the store {store_url}: {e}"))?;
+    let runner = Runner::start(store.clone(), fetch, cfg)
+        .await
+        .map_err(|e| format!("starting on the store {store_url}: {e}"))?;
+
+    let caller = Caller {
+        name: args.caller.unwrap_or_else(default_caller),
+        workspace: "local".into(),
+        key_sha256: String::new(),
+    };
+    // Listening before the job exists: a Ctrl-C from here on cancels it rather than killing
+    // the process halfway.
+    let mut interrupts = interrupts()?;
+    let submitted = match runner.submit(caller, CallerClass::Fleet, targets).await {
+        Ok(s) => s,
+        Err(e) => {
+            runner.close().await;
+            return Err(submit_error(&e));
+        }
+    };
+    let id = submitted.id;
+    if submitted.reused {
+        note!(
+            "job {id} reused: the same caller submitted the same targets within --ttl; \
+             showing its stored outcome"
+        );
+    } else {
+        note!("job {id} created ({total} targets)");
+    }
+
+    let started = Instant::now();
+    let mut progress = Progress::new(total);
+    let mut cancelling = false;
+    loop {
+        let view = match runner.status(&id).await {
+            Ok(Some(v)) => v,
+            Ok(None) => break,
+            Err(e) => {
+                progress.note(&format!("reading job {id}: {e}"));
+                break;
+            }
+        };
+        progress.update(Counts::of(&view, signals.retries()));
+        // After a cancel the job is terminal at once, but its target in flight is still
+        // being fetched: wait for it to be stored (closing now would cancel that fetch).
+        let in_flight = view
+            .targets
+            .iter()
+            .any(|t| t.status == TargetState::Running);
+        if view.job.status.is_terminal() && !in_flight {
+            break;
+        }
+        tokio::select! {
+            () = signals.changed(POLL) => {}
+            Some(()) = interrupts.recv(), if !cancelling => {
+                cancelling = true;
+                progress.note(&format!(
+                    "cancelling job {id}: the target in flight finishes and is stored \
+                     (Ctrl-C again to quit at once)"
+                ));
+                runner.cancel(&id).await;
+            }
+        }
+    }
+    progress.finish();
+    runner.close().await;
+
+    let view = read_view(&*store, &id)
+        .await
+        .map_err(|e| format!("reading job {id}: {e}"))?
+        .ok_or_else(|| format!("job {id} is no longer in the store"))?;
+    print_targets(&view)?;
+    let c = Counts::of(&view, signals.retries());
+    note!("{}", summary(&view, c, started.elapsed()));
+    Ok(exit_code(view.job.status))
+}
+
+/// The first Ctrl-C arrives on the channel; the second ends the process at once (exit 130).
+/// The handler is installed before this returns.
+fn interrupts() -> Result<mpsc::Receiver<()>, String> {
+    let (tx, rx) = mpsc::channel(1);
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut sigint =
+            signal(SignalKind::interrupt()).map_err(|e| format!("listening for Ctrl-C: {e}"))?;
+        tokio::spawn(async move {
+            if sigint.recv().await.is_none() {
+                return;
+            }
+            let _ = tx.send(()).await;
+            if sigint.recv().await.is_some() {
+                note!("interrupted");
+                std::process::exit(130);
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_err() {
+            return;
+        }
+        let _ = tx.send(()).await;
+        if tokio::signal::ctrl_c().await.is_ok() {
+            note!("interrupted");
+            std::process::exit(130);
+        }
+    });
+    Ok(rx)
+}
+
+fn print_targets(view: &JobView) -> Result<(), String> {
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    for t in &view.targets {
+        let line =
+            serde_json::to_string(t).map_err(|e| format!("encoding target {}: {e}", t.idx))?;
+        writeln!(out, "{line}").map_err(|e| format!("writing stdout: {e}"))?;
+    }
+    out.flush().map_err(|e| format!("writing stdout: {e}"))
+}
+
+/// `job ID partial: 3/4 done, 1 failed, 2 retries, 1.3s`.
+pub fn summary(view: &JobView, c: Counts, elapsed: Duration) -> String {
+    let job = &view.job;
+    let why = if job.error.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", job.error)
+    };
+    let not_run = match c.total.saturating_sub(c.finished) {
+        0 => String::new(),
+        n => format!(", {n} not run"),
+    };
+    format!(
+        "job {} {}{why}: {}/{} done, {} failed{not_run}, {} {}, {:.1}s",
+        job.id,
+        job.status,
+        c.finished.saturating_sub(c.failed),
+        c.total,
+        c.failed,
+        c.retries,
+        if c.retries == 1 { "retry" } else { "retries" },
+        elapsed.as_secs_f64()
+    )
+}
+
+fn submit_error(e: &SubmitError) -> String {
+    match e {
+        SubmitError::TooManyTargets { .. } => {
+            format!("{e}: split the file, or raise the cap with --targets-per-job")
+        }
+        SubmitError::CallerBusy => {
+            format!("{e}: this caller already has a live job; wait, or raise --jobs-per-caller")
+        }
+        SubmitError::Busy => format!("{e}: too many live jobs; wait, or raise --jobs-total"),
+        _ => format!("submitting the job: {e}"),
+    }
+}

@@ -1,0 +1,126 @@
+//! `--store URL`: which store backs the command.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+
+use rota::{BatchStore, StoreError};
+
+/// A store named on the command line: `sqlite:PATH`, `redb:PATH` or `memory`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreUrl {
+    /// A SQLite file.
+    Sqlite(PathBuf),
+    /// A redb file.
+    Redb(PathBuf),
+    /// A store in this process's memory: nothing outlives the command.
+    Memory,
+}
+
+impl FromStr for StoreUrl {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let file = |kind: &str, path: &str| -> Result<PathBuf, String> {
+            if path.is_empty() {
+                let example = if kind == "sqlite" {
+                    "rota.sqlite3"
+                } else {
+                    "rota.redb"
+                };
+                Err(format!(
+                    "{kind}:PATH needs a file path, like {kind}:{example}"
+                ))
+            } else {
+                Ok(PathBuf::from(path))
+            }
+        };
+        if let Some(path) = s.strip_prefix("sqlite:") {
+            file("sqlite", path).map(StoreUrl::Sqlite)
+        } else if let Some(path) = s.strip_prefix("redb:") {
+            file("redb", path).map(StoreUrl::Redb)
+        } else if s == "memory" {
+            Ok(StoreUrl::Memory)
+        } else {
+            Err(format!(
+                "unknown store {s:?}: use sqlite:PATH, redb:PATH or memory"
+            ))
+        }
+    }
+}
+
+impl fmt::Display for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreUrl::Sqlite(p) => write!(f, "sqlite:{}", p.display()),
+            StoreUrl::Redb(p) => write!(f, "redb:{}", p.display()),
+            StoreUrl::Memory => f.write_str("memory"),
+        }
+    }
+}
+
+impl StoreUrl {
+    /// The store's file, if it has one.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            StoreUrl::Sqlite(p) | StoreUrl::Redb(p) => Some(p),
+            StoreUrl::Memory => None,
+        }
+    }
+
+    /// The same store with its file path made absolute (for telling the user where it is).
+    pub fn absolute(&self) -> StoreUrl {
+        let abs = |p: &PathBuf| std::path::absolute(p).unwrap_or_else(|_| p.clone());
+        match self {
+            StoreUrl::Sqlite(p) => StoreUrl::Sqlite(abs(p)),
+            StoreUrl::Redb(p) => StoreUrl::Redb(abs(p)),
+            StoreUrl::Memory => StoreUrl::Memory,
+        }
+    }
+
+    /// Opens the store. A file store is created if it does not exist.
+    pub fn open(&self) -> Result<Arc<dyn BatchStore>, StoreError> {
+        Ok(match self {
+            StoreUrl::Sqlite(p) => Arc::new(rota_store_sqlite::SqliteStore::open(p)?),
+            StoreUrl::Redb(p) => Arc::new(rota_store_redb::RedbStore::open(p)?),
+            StoreUrl::Memory => Arc::new(rota_store_memory::MemoryStore::new()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_urls_parse_and_print_back() {
+        for s in [
+            "sqlite:rota.sqlite3",
+            "redb:/tmp/x.redb",
+            "memory",
+            "sqlite:a:b",
+        ] {
+            assert_eq!(s.parse::<StoreUrl>().unwrap().to_string(), s);
+        }
+        assert_eq!(
+            "sqlite:dir/r.db".parse::<StoreUrl>().unwrap().path(),
+            Some(Path::new("dir/r.db"))
+        );
+    }
+
+    #[test]
+    fn bad_store_urls_say_what_is_expected() {
+        for bad in [
+            "",
+            "sqlite:",
+            "redb:",
+            "postgres://x",
+            "mem",
+            "rota.sqlite3",
+        ] {
+            let e = bad.parse::<StoreUrl>().unwrap_err();
+            assert!(e.contains(":PATH"), "{bad:?}: {e}");
+        }
+    }
+}

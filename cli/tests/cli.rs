@@ -1,0 +1,685 @@
+//! The `rota` binary end to end: a loopback server started by the test, a SQLite store in a
+//! temp dir.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use rota::{JobStatus, JobView, TargetState, TargetStatus};
+use tempfile::TempDir;
+
+/// Long enough for anything below on a loaded machine; only there so a hang fails the test.
+const LIMIT: Duration = Duration::from_secs(120);
+
+struct Env {
+    dir: TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        Env {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn db(&self) -> PathBuf {
+        self.dir.path().join("jobs.sqlite3")
+    }
+
+    fn store(&self) -> String {
+        format!("sqlite:{}", self.db().display())
+    }
+
+    fn file(&self, name: &str, contents: &str) -> PathBuf {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, contents).unwrap();
+        p
+    }
+
+    /// Runs `rota ARGS` with `stdin` and `ROTA_STORE` set to the temp db, off the runtime.
+    async fn rota(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("rota");
+        cmd.current_dir(self.dir.path())
+            .env("USER", "tester")
+            .env("ROTA_STORE", self.store())
+            .env_remove("RUST_LOG")
+            .args(args)
+            .timeout(LIMIT);
+        if let Some(s) = stdin {
+            cmd.write_stdin(s.to_owned());
+        }
+        tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap()
+    }
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// stdout as one `TargetStatus` per line.
+fn lines(o: &Output) -> Vec<TargetStatus> {
+    String::from_utf8(o.stdout.clone())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// The job id from `job ID created`.
+fn job_id(o: &Output) -> String {
+    let err = stderr(o);
+    err.lines()
+        .find_map(|l| {
+            let rest = l.strip_prefix("job ")?;
+            let (id, tail) = rest.split_once(' ')?;
+            (tail.starts_with("created") || tail.starts_with("reused")).then(|| id.to_owned())
+        })
+        .unwrap_or_else(|| panic!("no job id in stderr:\n{err}"))
+}
+
+fn json_array(urls: &[String]) -> String {
+    serde_json::to_string(urls).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_prints_one_json_line_per_target_in_idx_order_and_exits_0_when_all_are_done() {
+    let s = common::start().await;
+    let env = Env::new();
+    let urls: Vec<String> = ["/page/a", "/page/b", "/page/c"].map(|p| s.url(p)).to_vec();
+    let f = env.file("t.json", &json_array(&urls));
+    let o = env.rota(&["run", f.to_str().unwrap()], None).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let got = lines(&o);
+    assert_eq!(got.len(), 3);
+    for (i, (t, url)) in got.iter().zip(&urls).enumerate() {
+        assert_eq!((t.idx, &t.url, t.status), (i, url, TargetState::Done));
+        let r = t.result.as_ref().unwrap();
+        assert_eq!(r.content, format!("page {}", ["a", "b", "c"][i]));
+        assert_eq!(r.meta["status"], 200);
+    }
+    let id = job_id(&o);
+    assert_eq!(id.len(), 32);
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("job {id} created (3 targets)")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("job {id} done: 3/3 done, 0 failed")),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_exits_2_when_the_job_is_partial() {
+    let s = common::start().await;
+    let env = Env::new();
+    let f = env.file("t.json", &json_array(&[s.url("/ok"), s.url("/status/404")]));
+    let o = env.rota(&["run", f.to_str().unwrap()], None).await;
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    let got = lines(&o);
+    assert_eq!(got[0].status, TargetState::Done);
+    assert_eq!(got[1].status, TargetState::Failed);
+    assert_eq!(got[1].error, "HTTP 404 Not Found");
+    assert!(!got[1].hint.is_empty());
+    assert!(
+        stderr(&o).contains("partial: 1/2 done, 1 failed"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_exits_1_when_every_target_failed() {
+    let s = common::start().await;
+    let env = Env::new();
+    let jq = serde_json::json!([
+        s.url("/status/500"),
+        {"url": s.url("/ok"), "options": {"jq": ".a"}},
+    ]);
+    let f = env.file("t.json", &jq.to_string());
+    let o = env.rota(&["run", f.to_str().unwrap()], None).await;
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let got = lines(&o);
+    assert_eq!(got[0].error, "HTTP 500 Internal Server Error");
+    assert_eq!(
+        got[1].error,
+        "option jq is not supported by the built-in fetcher"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_reads_json_lines_from_stdin() {
+    let s = common::start().await;
+    let env = Env::new();
+    let input = format!(
+        "\"{}\"\n\n{{\"url\": \"{}\", \"options\": {{\"grep\": \"^rust\"}}}}\n",
+        s.url("/page/x"),
+        s.url("/ok")
+    );
+    let o = env.rota(&["run", "-"], Some(&input)).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let got = lines(&o);
+    assert_eq!(got[0].result.as_ref().unwrap().content, "page x");
+    assert_eq!(
+        got[1].result.as_ref().unwrap().content,
+        "rust is here\nrusty end"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_page_is_retried_and_the_retries_are_counted() {
+    let s = common::start().await;
+    let env = Env::new();
+    let f = env.file("t.json", &json_array(&[s.url("/busy/k/2")]));
+    let o = env
+        .rota(&["run", f.to_str().unwrap(), "--retry-wait", "50ms"], None)
+        .await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(lines(&o)[0].result.as_ref().unwrap().content, "fine k");
+    assert!(
+        stderr(&o).contains("1/1 done, 0 failed, 2 retries"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_always_busy_fails_after_retry_for() {
+    let s = common::start().await;
+    let env = Env::new();
+    let f = env.file("t.json", &json_array(&[s.url("/always-busy")]));
+    let args = [
+        "run",
+        f.to_str().unwrap(),
+        "--retry-wait",
+        "50ms",
+        "--retry-for",
+        "300ms",
+    ];
+    let o = env.rota(&args, None).await;
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let t = &lines(&o)[0];
+    assert_eq!(t.status, TargetState::Failed);
+    assert_eq!(t.error, "HTTP 503 Service Unavailable");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_timeout_and_max_body_flags_reach_the_fetcher() {
+    let s = common::start().await;
+    let env = Env::new();
+    let f = env.file(
+        "t.json",
+        &json_array(&[s.url("/sleep/3000"), s.url("/big/2048")]),
+    );
+    let args = [
+        "run",
+        f.to_str().unwrap(),
+        "--timeout",
+        "200ms",
+        "--max-body",
+        "1KiB",
+    ];
+    let o = env.rota(&args, None).await;
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let got = lines(&o);
+    assert_eq!(got[0].error, "timed out after 200ms");
+    assert_eq!(got[1].error, "body larger than the 1 KiB cap");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_reads_the_job_back_from_the_sqlite_file() {
+    let s = common::start().await;
+    let env = Env::new();
+    let f = env.file("t.json", &json_array(&[s.url("/ok"), s.url("/status/404")]));
+    let run = env.rota(&["run", f.to_str().unwrap()], None).await;
+    let id = job_id(&run);
+    assert!(env.db().exists());
+
+    let o = env.rota(&["status", &id], None).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let view: JobView = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(view.job.id, id);
+    assert_eq!(view.job.caller, "tester");
+    assert_eq!(view.job.status, JobStatus::Partial);
+    assert_eq!((view.job.targets_done, view.job.targets_total), (2, 2));
+    assert_eq!(view.targets, lines(&run), "status shows what run printed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_and_status_work_on_a_redb_store_and_run_on_a_memory_store() {
+    let s = common::start().await;
+    let env = Env::new();
+    let f = env.file("t.json", &json_array(&[s.url("/ok")]));
+    let redb = format!("redb:{}", env.dir.path().join("jobs.redb").display());
+    let run = env
+        .rota(&["--store", &redb, "run", f.to_str().unwrap()], None)
+        .await;
+    assert_eq!(code(&run), 0, "{}", stderr(&run));
+    let st = env
+        .rota(&["--store", &redb, "status", &job_id(&run)], None)
+        .await;
+    assert_eq!(code(&st), 0, "{}", stderr(&st));
+    let view: JobView = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(view.targets, lines(&run));
+
+    let mem = env
+        .rota(&["run", f.to_str().unwrap(), "--store", "memory"], None)
+        .await;
+    assert_eq!(code(&mem), 0, "{}", stderr(&mem));
+    assert_eq!(lines(&mem)[0].result, lines(&run)[0].result);
+    assert!(!env.db().exists(), "--store overrides ROTA_STORE");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_the_same_file_again_reuses_the_stored_job_without_fetching() {
+    let s = common::start().await;
+    let env = Env::new();
+    let f = env.file("t.json", &json_array(&[s.url("/busy/once/0")]));
+    let first = env.rota(&["run", f.to_str().unwrap()], None).await;
+    let second = env.rota(&["run", f.to_str().unwrap()], None).await;
+    assert_eq!(code(&second), 0, "{}", stderr(&second));
+    assert_eq!(job_id(&second), job_id(&first));
+    assert!(stderr(&second).contains("reused"), "{}", stderr(&second));
+    assert_eq!(lines(&second), lines(&first));
+    assert_eq!(s.hits("busy/once"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_of_an_unknown_id_is_a_clear_error() {
+    let s = common::start().await;
+    let env = Env::new();
+    let f = env.file("t.json", &json_array(&[s.url("/ok")]));
+    env.rota(&["run", f.to_str().unwrap()], None).await;
+    let o = env
+        .rota(&["status", "0123456789abcdef0123456789abcdef"], None)
+        .await;
+    assert_eq!(code(&o), 1);
+    assert!(o.stdout.is_empty());
+    assert!(
+        stderr(&o).contains("no job 0123456789abcdef0123456789abcdef in sqlite:"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_on_a_store_that_does_not_exist_fails_and_creates_nothing() {
+    let env = Env::new();
+    let o = env
+        .rota(&["status", "0123456789abcdef0123456789abcdef"], None)
+        .await;
+    assert_eq!(code(&o), 1);
+    assert!(stderr(&o).contains("no store at"), "{}", stderr(&o));
+    assert!(!env.db().exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_file_contents_fail_before_anything_is_submitted_naming_the_item_or_line() {
+    let env = Env::new();
+    let cases: [(&str, &str); 5] = [
+        (
+            r#"["http://127.0.0.1:9/a", {"url": "http://127.0.0.1:9/b", "options": {"jqq": 1}}]"#,
+            "item 2 (idx 1): unknown option \"jqq\"",
+        ),
+        (
+            r#"["http://127.0.0.1:9/a", 42]"#,
+            "item 2 (idx 1): expected a URL string",
+        ),
+        (
+            "\"http://127.0.0.1:9/a\"\n\"not a url\"\n",
+            "line 2: \"not a url\" is not an absolute http(s) URL",
+        ),
+        (
+            "\"http://127.0.0.1:9/a\"\n{\"url\": \n",
+            "line 2: not valid JSON",
+        ),
+        ("[]", "no targets"),
+    ];
+    for (contents, want) in cases {
+        let f = env.file("bad.json", contents);
+        let o = env.rota(&["run", f.to_str().unwrap()], None).await;
+        assert_eq!(code(&o), 1, "{contents}");
+        let err = stderr(&o);
+        assert!(
+            err.contains(want),
+            "{contents}\n  stderr: {err}\n  want: {want}"
+        );
+        assert!(err.contains("bad.json: "), "{err}");
+        assert!(o.stdout.is_empty());
+        assert!(!err.contains("created"), "{err}");
+    }
+    assert!(!env.db().exists(), "the store was never opened");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_file_or_bad_flag_is_an_error_with_exit_1() {
+    let env = Env::new();
+    let o = env.rota(&["run", "nope.json"], None).await;
+    assert_eq!(code(&o), 1);
+    assert!(stderr(&o).contains("reading nope.json"), "{}", stderr(&o));
+    let o = env
+        .rota(&["run", "x.json", "--retry-wait", "soon"], None)
+        .await;
+    assert_eq!(code(&o), 1, "a usage error is 1, not 2 (partial)");
+    let o = env
+        .rota(&["run", "x.json", "--store", "postgres://db"], None)
+        .await;
+    assert_eq!(code(&o), 1);
+    assert!(
+        stderr(&o).contains("sqlite:PATH, redb:PATH or memory"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_many_targets_is_refused_with_a_hint() {
+    let s = common::start().await;
+    let env = Env::new();
+    let u = s.url("/busy/tmt/0");
+    let f = env.file("t.json", &json_array(&[u.clone(), u.clone(), u]));
+    let o = env
+        .rota(
+            &["run", f.to_str().unwrap(), "--targets-per-job", "2"],
+            None,
+        )
+        .await;
+    assert_eq!(code(&o), 1);
+    assert!(
+        stderr(&o).contains("too many targets (3 > 2)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("--targets-per-job"), "{}", stderr(&o));
+    assert_eq!(s.hits("busy/tmt"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_subcommand_has_help() {
+    let env = Env::new();
+    for args in [
+        vec!["--help"],
+        vec!["run", "--help"],
+        vec!["status", "--help"],
+        vec!["demo", "--help"],
+    ] {
+        let o = env.rota(&args, None).await;
+        assert_eq!(code(&o), 0, "{args:?}");
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains("Usage: rota"), "{args:?}: {out}");
+    }
+    let o = env.rota(&["run", "--help"], None).await;
+    let out = String::from_utf8_lossy(&o.stdout);
+    for flag in [
+        "--caller",
+        "--ttl",
+        "--targets-per-job",
+        "--jobs-per-caller",
+        "--jobs-total",
+        "--workers",
+        "--max-bytes",
+        "--retry-wait",
+        "--retry-for",
+        "--timeout",
+        "--max-body",
+        "--store",
+        "ROTA_STORE",
+    ] {
+        assert!(out.contains(flag), "run --help lacks {flag}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_runs_two_jobs_offline_and_leaves_them_in_the_store() {
+    let env = Env::new();
+    let o = env.rota(&["demo"], None).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout.clone()).unwrap();
+    for want in [
+        "alice #0  GET /articles/1  → done",
+        "bob   #0  GET /articles/3  → done",
+        "alice #1  GET /busy        → busy (HTTP 503 Service Unavailable)",
+        "alice #1  GET /busy        → done",
+        "bob   #1  GET /missing     → failed: HTTP 404 Not Found",
+        "bob   #2  GET /slow        → failed: timed out after 1s",
+    ] {
+        assert!(out.contains(want), "demo output lacks {want:?}:\n{out}");
+    }
+    // Round-robin: bob's first target runs before alice's second.
+    let pos = |s: &str| {
+        out.find(s)
+            .unwrap_or_else(|| panic!("{s:?} missing:\n{out}"))
+    };
+    assert!(pos("bob   #0") < pos("alice #1"), "{out}");
+    assert!(pos("alice #0") < pos("bob   #0"), "{out}");
+
+    let ids: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("rota --store "))
+        .filter_map(|l| l.split_once(" status ").map(|(_, id)| id))
+        .collect();
+    assert_eq!(ids.len(), 2, "{out}");
+    let mut statuses = Vec::new();
+    for id in ids {
+        let st = env.rota(&["status", id], None).await;
+        assert_eq!(code(&st), 0, "{}", stderr(&st));
+        let view: JobView = serde_json::from_slice(&st.stdout).unwrap();
+        statuses.push((view.job.caller, view.job.status));
+    }
+    assert_eq!(
+        statuses,
+        vec![
+            ("alice".to_owned(), JobStatus::Done),
+            ("bob".to_owned(), JobStatus::Partial)
+        ]
+    );
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_without_ca_certificates_still_runs_on_the_bundled_roots() {
+    let s = common::start().await;
+    let env = Env::new();
+    let empty = env.dir.path().join("no-certs");
+    std::fs::create_dir(&empty).unwrap();
+    let f = env.file("t.json", &json_array(&[s.url("/ok")]));
+    let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("rota");
+    cmd.current_dir(env.dir.path())
+        .env("ROTA_STORE", env.store())
+        .env_remove("RUST_LOG")
+        // rustls-native-certs reads only these when they are set.
+        .env("SSL_CERT_FILE", "/dev/null")
+        .env("SSL_CERT_DIR", &empty)
+        .args(["run", f.to_str().unwrap()])
+        .timeout(LIMIT);
+    let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("bundled Mozilla roots"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(lines(&o)[0].status, TargetState::Done);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_stops_with_exit_1_when_its_stdout_is_closed() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let env = Env::new();
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin!("rota"))
+        .current_dir(env.dir.path())
+        .env("ROTA_STORE", env.store())
+        .env("RUST_LOG", "rota=debug")
+        .arg("demo")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("rota demo"), "{first}");
+    // The reader is dropped: stdout is closed, like `rota demo | head -1`.
+    let mut waited = Duration::ZERO;
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if waited > LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("rota demo hung after its stdout was closed");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        waited += Duration::from_millis(50);
+    };
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "an error, not a panic (101) or a hang"
+    );
+}
+
+#[cfg(unix)]
+mod interrupt {
+    use super::*;
+    use std::io::{BufRead, BufReader};
+    use std::process::{Child, Command, Stdio};
+
+    /// Starts `rota run FILE`, waits for `job ID created` on stderr, returns the child, the id
+    /// and the rest of stderr's reader.
+    // The child is handed back to the test, which waits for it.
+    #[allow(clippy::zombie_processes)]
+    fn start(env: &Env, file: &Path) -> (Child, String, BufReader<std::process::ChildStderr>) {
+        let mut child = Command::new(assert_cmd::cargo::cargo_bin!("rota"))
+            .current_dir(env.dir.path())
+            .env("USER", "tester")
+            .env_remove("ROTA_STORE")
+            .args(["--store", &env.store(), "run"])
+            .arg(file)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if err.read_line(&mut line).unwrap() == 0 {
+                let _ = child.kill();
+                let status = child.wait();
+                panic!("rota ended before creating the job: {status:?}");
+            }
+            if let Some(rest) = line.strip_prefix("job ")
+                && let Some((id, tail)) = rest.split_once(' ')
+                && tail.starts_with("created")
+            {
+                return (child, id.to_owned(), err);
+            }
+        }
+    }
+
+    fn sigint(child: &Child) {
+        let ok = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_first_ctrl_c_cancels_the_job_and_the_target_in_flight_is_stored() {
+        let s = common::start().await;
+        let env = Env::new();
+        let f = env.file(
+            "t.json",
+            &json_array(&[s.url("/sleep/3000"), s.url("/page/b"), s.url("/page/c")]),
+        );
+        let (mut child, id, err) = {
+            let env_ref = &env;
+            let f = f.clone();
+            // Blocking reads: off the runtime that serves the pages.
+            tokio::task::block_in_place(|| start(env_ref, &f))
+        };
+        // The first target is in flight for 3 s; interrupt well inside that.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        sigint(&child);
+        let (status, stdout, rest) = tokio::task::spawn_blocking(move || {
+            let mut rest = String::new();
+            let mut err = err;
+            std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+            let mut out = String::new();
+            std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+            (child.wait().unwrap(), out, rest)
+        })
+        .await
+        .unwrap();
+        assert_eq!(status.code(), Some(1), "{rest}");
+        assert!(rest.contains(&format!("cancelling job {id}")), "{rest}");
+        assert!(rest.contains(&format!("job {id} cancelled")), "{rest}");
+        let got: Vec<TargetStatus> = stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(got.len(), 3);
+        assert_eq!(
+            got[0].status,
+            TargetState::Done,
+            "the in-flight target finished"
+        );
+        assert_eq!(got[0].result.as_ref().unwrap().content, "slept 3000ms");
+        assert_eq!(got[1].status, TargetState::Pending);
+        assert_eq!(got[2].status, TargetState::Pending);
+
+        let o = env.rota(&["status", &id], None).await;
+        let view: JobView = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(view.job.status, JobStatus::Cancelled);
+        assert_eq!(view.job.targets_done, 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_second_ctrl_c_exits_at_once() {
+        let s = common::start().await;
+        let env = Env::new();
+        let f = env.file("t.json", &json_array(&[s.url("/slow"), s.url("/page/b")]));
+        let (mut child, id, err) = tokio::task::block_in_place(|| start(&env, &f));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        sigint(&child);
+        // The second only after the first was handled.
+        let mut err = err;
+        let rest = tokio::task::block_in_place(|| {
+            let mut line = String::new();
+            loop {
+                line.clear();
+                assert!(err.read_line(&mut line).unwrap() > 0, "rota ended early");
+                if line.starts_with(&format!("cancelling job {id}")) {
+                    break;
+                }
+            }
+            sigint(&child);
+            let mut rest = String::new();
+            std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+            rest
+        });
+        let status = tokio::task::block_in_place(|| child.wait().unwrap());
+        // Without the second interrupt it would wait for /slow (5 s), then exit 1.
+        assert_eq!(status.code(), Some(130), "{rest}");
+        assert!(rest.contains("interrupted"), "{rest}");
+    }
+}

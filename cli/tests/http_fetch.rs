@@ -1,0 +1,237 @@
+//! The built-in HTTP fetcher against a real loopback server.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use rota::{CancellationToken, FetchError, Options, Target, TargetError, TargetResult};
+use rota_cli::http::{HttpConfig, HttpFetch};
+
+fn target(url: String) -> Target {
+    Target {
+        url,
+        options: Options::default(),
+    }
+}
+
+fn with(url: String, options: Options) -> Target {
+    Target { url, options }
+}
+
+async fn get_with(cfg: HttpConfig, t: Target) -> Result<TargetResult, FetchError> {
+    let f = HttpFetch::new(cfg).unwrap();
+    f.get(&t, &CancellationToken::new()).await
+}
+
+async fn get(t: Target) -> Result<TargetResult, FetchError> {
+    get_with(HttpConfig::default(), t).await
+}
+
+fn target_error(r: Result<TargetResult, FetchError>) -> TargetError {
+    match r {
+        Err(FetchError::Target(e)) => e,
+        other => panic!("expected a target error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_2xx_page_is_done_with_its_body_and_meta() {
+    let s = common::start().await;
+    let r = get(target(s.url("/ok"))).await.unwrap();
+    assert_eq!(r.content, common::OK_BODY);
+    assert_eq!(r.meta["status"], 200);
+    assert_eq!(r.meta["content_type"], "text/plain; charset=utf-8");
+    assert_eq!(r.meta["bytes"], common::OK_BODY.len());
+    assert_eq!(r.meta["final_url"], s.url("/ok"));
+}
+
+#[tokio::test]
+async fn a_404_is_a_target_error_with_status_reason_and_hint() {
+    let s = common::start().await;
+    let e = target_error(get(target(s.url("/status/404"))).await);
+    assert_eq!(e.status, 404);
+    assert_eq!(e.msg, "HTTP 404 Not Found");
+    assert!(e.hint.contains("check the URL"), "{}", e.hint);
+}
+
+#[tokio::test]
+async fn any_other_non_2xx_status_is_a_target_error_with_that_status() {
+    let s = common::start().await;
+    for (code, msg) in [
+        (403, "HTTP 403 Forbidden"),
+        (410, "HTTP 410 Gone"),
+        (500, "HTTP 500 Internal Server Error"),
+        (502, "HTTP 502 Bad Gateway"),
+    ] {
+        let e = target_error(get(target(s.url(&format!("/status/{code}")))).await);
+        assert_eq!((e.status, e.msg.as_str()), (code, msg));
+        assert!(!e.hint.is_empty(), "{code} has no hint");
+    }
+}
+
+#[tokio::test]
+async fn a_503_or_429_is_only_busy() {
+    let s = common::start().await;
+    assert_eq!(
+        get(target(s.url("/always-busy"))).await,
+        Err(FetchError::RetryLater(
+            "HTTP 503 Service Unavailable".into()
+        ))
+    );
+    assert_eq!(
+        get(target(s.url("/too-many"))).await,
+        Err(FetchError::RetryLater("HTTP 429 Too Many Requests".into()))
+    );
+}
+
+#[tokio::test]
+async fn a_busy_page_that_recovers_is_busy_then_done() {
+    let s = common::start().await;
+    let t = target(s.url("/busy/a/2"));
+    assert!(matches!(
+        get(t.clone()).await,
+        Err(FetchError::RetryLater(_))
+    ));
+    assert!(matches!(
+        get(t.clone()).await,
+        Err(FetchError::RetryLater(_))
+    ));
+    assert_eq!(get(t).await.unwrap().content, "fine a");
+    assert_eq!(s.hits("busy/a"), 3);
+}
+
+#[tokio::test]
+async fn redirects_are_followed_and_the_final_url_reported() {
+    let s = common::start().await;
+    let r = get(target(s.url("/redirect"))).await.unwrap();
+    assert_eq!(r.content, common::OK_BODY);
+    assert_eq!(r.meta["final_url"], s.url("/ok"));
+}
+
+#[tokio::test]
+async fn a_redirect_loop_fails_after_ten_redirects() {
+    let s = common::start().await;
+    let e = target_error(get(target(s.url("/loop"))).await);
+    assert_eq!(e.msg, "too many redirects (more than 10)");
+    assert!(e.hint.contains("redirects"), "{}", e.hint);
+}
+
+#[tokio::test]
+async fn a_slow_page_fails_at_the_timeout_with_a_hint() {
+    let s = common::start().await;
+    let cfg = HttpConfig {
+        timeout: Duration::from_millis(200),
+        ..HttpConfig::default()
+    };
+    let e = target_error(get_with(cfg, target(s.url("/slow"))).await);
+    assert_eq!(e.status, 504);
+    assert_eq!(e.msg, "timed out after 200ms");
+    assert!(e.hint.contains("--timeout"), "{}", e.hint);
+}
+
+#[tokio::test]
+async fn a_body_over_the_cap_fails_with_a_hint_whether_or_not_its_length_is_announced() {
+    let s = common::start().await;
+    let cfg = HttpConfig {
+        max_body: 4096,
+        ..HttpConfig::default()
+    };
+    for path in ["/big/4097", "/stream/10000"] {
+        let e = target_error(get_with(cfg, target(s.url(path))).await);
+        assert_eq!(e.status, 413, "{path}");
+        assert_eq!(e.msg, "body larger than the 4 KiB cap", "{path}");
+        assert!(e.hint.contains("--max-body"), "{}", e.hint);
+    }
+}
+
+#[tokio::test]
+async fn a_body_at_the_cap_is_kept_whole() {
+    let s = common::start().await;
+    let cfg = HttpConfig {
+        max_body: 4096,
+        ..HttpConfig::default()
+    };
+    for path in ["/big/4096", "/stream/4096"] {
+        let r = get_with(cfg, target(s.url(path))).await.unwrap();
+        assert_eq!(r.content.len(), 4096, "{path}");
+        assert_eq!(r.meta["bytes"], 4096, "{path}");
+    }
+}
+
+#[tokio::test]
+async fn grep_keeps_only_the_matching_lines() {
+    let s = common::start().await;
+    let o = Options {
+        grep: "^rust".into(),
+        ..Options::default()
+    };
+    let r = get(with(s.url("/ok"), o)).await.unwrap();
+    assert_eq!(r.content, "rust is here\nrusty end");
+    assert_eq!(r.meta["bytes"], common::OK_BODY.len());
+}
+
+#[tokio::test]
+async fn an_invalid_grep_regex_fails_with_a_hint_before_any_request() {
+    let s = common::start().await;
+    let o = Options {
+        grep: "(unclosed".into(),
+        ..Options::default()
+    };
+    let e = target_error(get(with(s.url("/busy/never/0"), o)).await);
+    assert_eq!(e.status, 400);
+    assert!(e.msg.starts_with("invalid grep pattern: "), "{}", e.msg);
+    assert!(e.hint.contains("regular expression"), "{}", e.hint);
+    assert_eq!(s.hits("busy/never"), 0);
+}
+
+#[tokio::test]
+async fn an_unsupported_option_fails_naming_it_and_is_never_ignored() {
+    let s = common::start().await;
+    let o = Options {
+        jq: ".items".into(),
+        ..Options::default()
+    };
+    let e = target_error(get(with(s.url("/busy/jq/0"), o)).await);
+    assert_eq!(e.status, 400);
+    assert_eq!(e.msg, "option jq is not supported by the built-in fetcher");
+    assert!(e.hint.contains("jq"), "{}", e.hint);
+    assert_eq!(s.hits("busy/jq"), 0);
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_a_502_with_a_hint() {
+    // Bind a port, then free it: nothing listens there.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    drop(l);
+    let e = target_error(get(target(format!("http://{addr}/x"))).await);
+    assert_eq!(e.status, 502);
+    assert!(e.msg.starts_with("could not connect"), "{}", e.msg);
+    assert!(!e.msg.contains("127.0.0.1"), "{}", e.msg);
+    assert!(e.hint.contains("host"), "{}", e.hint);
+}
+
+#[tokio::test]
+async fn a_tls_handshake_failure_is_a_502_with_a_hint() {
+    // The server speaks plain HTTP: an https:// fetch of it fails its TLS handshake.
+    let s = common::start().await;
+    let e = target_error(get(target(format!("https://{}/ok", s.addr))).await);
+    assert_eq!(e.status, 502);
+    assert!(e.msg.starts_with("could not connect"), "{}", e.msg);
+    assert!(!e.hint.is_empty());
+}
+
+#[tokio::test]
+async fn a_cancelled_fetch_returns_without_waiting_for_the_page() {
+    let s = common::start().await;
+    let f = HttpFetch::new(HttpConfig::default()).unwrap();
+    let cancel = CancellationToken::new();
+    let c = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        c.cancel();
+    });
+    let r = f.get(&target(s.url("/slow")), &cancel).await;
+    assert_eq!(r, Err(FetchError::Other("fetch cancelled".into())));
+}
