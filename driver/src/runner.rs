@@ -1,6 +1,7 @@
 //! [`Runner`]: binds a [`JobMachine`], a [`BatchStore`] and a [`Fetch`].
 
 use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -10,9 +11,9 @@ use rota_core::machine::{
     Outcome, Store, Terminal,
 };
 use rota_core::{
-    Admission, BatchStore, Caller, CallerClass, Caps, Config, FetchError, JobMachine, JobOutcome,
-    JobStatus, JobView, NewJob, Options, StoreError, SubmitError, Target, TargetRow, TargetWrite,
-    idem_key,
+    Admission, BatchStore, Caller, CallerClass, Caps, Config, FetchError, Hooks, JobMachine,
+    JobOutcome, JobStatus, JobView, NewJob, Options, StoreError, SubmitError, Target, TargetRow,
+    TargetWrite, idem_key,
 };
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
@@ -159,7 +160,7 @@ impl Runner {
         match inner.store.admit(&job, &inner.caps).await? {
             Admission::Reused { id } => {
                 debug!(job = %id, "submit reused a job");
-                inner.cfg.hooks.job(JobOutcome::Reused);
+                inner.hook(|h| h.job(JobOutcome::Reused));
                 Ok(Submitted { id, reused: true })
             }
             Admission::TooManyTargets { max, got } => Err(SubmitError::TooManyTargets { max, got }),
@@ -183,7 +184,7 @@ impl Runner {
                     return Err(SubmitError::Store(StoreError::Closed));
                 }
                 debug!(job = %job.id, targets = job.targets.len(), "job created");
-                inner.cfg.hooks.job(JobOutcome::Created);
+                inner.hook(|h| h.job(JobOutcome::Created));
                 match inner.store.sweep(now, inner.caps.ttl_secs).await {
                     Ok(0) => {}
                     Ok(n) => debug!(jobs = n, "swept expired jobs"),
@@ -220,8 +221,10 @@ impl Runner {
         };
         inner.set_status(id, JobStatus::Cancelled, "").await;
         debug!(job = %id, inflight = c.inflight, "job cancelled");
-        inner.cfg.hooks.job(JobOutcome::Cancelled);
-        inner.cfg.hooks.job_seconds(c.elapsed);
+        inner.hook(|h| {
+            h.job(JobOutcome::Cancelled);
+            h.job_seconds(c.elapsed);
+        });
         inner.wake.notify_waiters();
         true
     }
@@ -382,9 +385,18 @@ impl Inner {
     fn drain(&self, st: &mut State) {
         while let Some(ev) = st.machine.poll_event() {
             match ev {
-                Event::Depth(n) => self.cfg.hooks.depth(n),
-                Event::Inflight(n) => self.cfg.hooks.inflight(n),
+                Event::Depth(n) => self.hook(|h| h.depth(n)),
+                Event::Inflight(n) => self.hook(|h| h.inflight(n)),
             }
+        }
+    }
+
+    /// Calls a hook. A hook that panics is the embedder's bug, not a reason to stop a worker or
+    /// lose an outcome: the panic is caught (and its value, like a fetch's, never logged).
+    fn hook(&self, f: impl FnOnce(&dyn Hooks)) {
+        let hooks = &*self.cfg.hooks;
+        if catch_unwind(AssertUnwindSafe(|| f(hooks))).is_err() {
+            warn!("a metrics hook panicked");
         }
     }
 
@@ -405,8 +417,10 @@ impl Inner {
             JobStatus::Failed | JobStatus::Queued | JobStatus::Running => JobOutcome::Failed,
         };
         info!(job = %t.id, status = %t.status, "job finished");
-        self.cfg.hooks.job(outcome);
-        self.cfg.hooks.job_seconds(t.elapsed);
+        self.hook(|h| {
+            h.job(outcome);
+            h.job_seconds(t.elapsed);
+        });
     }
 
     /// Starts, fetches and stores one dispatched target, then reports it.
@@ -486,9 +500,7 @@ impl Inner {
         }
 
         if store.is_final() {
-            self.cfg
-                .hooks
-                .target(fetched.err.as_ref(), elapsed, fetched.result_bytes);
+            self.hook(|h| h.target(fetched.err.as_ref(), elapsed, fetched.result_bytes));
             match self.store.evict(self.cfg.max_bytes).await {
                 Ok(0) => {}
                 Ok(n) => debug!(jobs = n, "evicted terminal jobs over the byte budget"),

@@ -113,6 +113,7 @@ macro_rules! runner_tests {
                 every_hook_reports_with_the_right_counts,
                 hooks_get_the_fetch_time_and_the_submit_to_end_time,
                 idle_workers_never_call_the_store,
+                a_panicking_hook_stops_neither_the_workers_nor_the_outcomes,
                 cancel_lets_the_inflight_target_finish_and_starts_nothing_more,
                 cancel_of_a_queued_job_leaves_every_target_pending,
                 cancelled_is_never_overwritten_by_the_last_inflight_outcome,
@@ -1899,6 +1900,54 @@ pub async fn every_hook_reports_with_the_right_counts(store: Arc<dyn BatchStore>
     assert_eq!(depth.last(), Some(&0));
     // d, c, c cancelled, p, f; then f, d and p end.
     assert_eq!(depth, [1, 2, 1, 2, 3, 2, 1, 0], "depth at every change");
+    Ok(())
+}
+
+/// Hooks that panic in every method.
+struct PanickingHooks;
+
+impl Hooks for PanickingHooks {
+    fn job(&self, _: JobOutcome) {
+        panic!("hook job");
+    }
+    fn target(&self, _: Option<&FetchError>, _: Duration, _: usize) {
+        panic!("hook target");
+    }
+    fn job_seconds(&self, _: Duration) {
+        panic!("hook job_seconds");
+    }
+    fn depth(&self, _: usize) {
+        panic!("hook depth");
+    }
+    fn inflight(&self, _: usize) {
+        panic!("hook inflight");
+    }
+}
+
+/// A hook that panics is the embedder's bug: it is caught, and neither stops a worker nor
+/// loses an outcome — every job still ends, stored, and close returns.
+pub async fn a_panicking_hook_stops_neither_the_workers_nor_the_outcomes(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let cfg = Config {
+        hooks: Arc::new(PanickingHooks),
+        workers: 2,
+        ..config()
+    };
+    let runner = Runner::start(store, Probe::new(), cfg).await?;
+    let mut ids = Vec::new();
+    for (who, job) in [("alice", "a"), ("bob", "b")] {
+        let s = runner
+            .submit(caller(who), CallerClass::Fleet, targets(job, 3))
+            .await?;
+        ids.push(s.id);
+    }
+    for id in &ids {
+        let v = until_status(&runner, id, "is terminal", |v| v.job.status.is_terminal()).await?;
+        assert_eq!(v.job.status, JobStatus::Done, "job {id} ends done");
+        assert_eq!(v.job.targets_done, 3);
+    }
+    within("close", runner.close()).await?;
     Ok(())
 }
 
