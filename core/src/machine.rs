@@ -10,7 +10,8 @@
 //!
 //! The methods fall into the groups of quinn-proto's `Connection`:
 //! - getters on `&self`: [`live_jobs`](JobMachine::live_jobs), [`inflight`](JobMachine::inflight),
-//!   [`job_key`](JobMachine::job_key), [`is_closed`](JobMachine::is_closed);
+//!   [`job_key`](JobMachine::job_key), [`contains`](JobMachine::contains),
+//!   [`is_closed`](JobMachine::is_closed);
 //! - inputs: [`submit`](JobMachine::submit), [`handle_outcome`](JobMachine::handle_outcome),
 //!   [`handle_stored`](JobMachine::handle_stored);
 //! - commands: [`cancel`](JobMachine::cancel), [`close`](JobMachine::close);
@@ -48,16 +49,48 @@
 //!   returns — with its own status if that was its last target, else `failed` with
 //!   [`ERR_CLOSED`].
 //!
+//! # How it is built, and why that is the rotation above
+//!
+//! A job's [`JobKey`] is its submit number (0, 1, 2, … for the life of the machine, never
+//! reused), so key order *is* submit order. The jobs themselves live in a slab (a `Vec` of
+//! slots with a free list, so a slot is reused after its job is let go); a hash map from key
+//! to slot, with a cheap multiplicative hash (keys are small integers the machine hands out,
+//! not attacker-chosen), finds a job for [`handle_outcome`](JobMachine::handle_outcome) and
+//! [`handle_stored`](JobMachine::handle_stored). A key is in that map exactly while the
+//! machine holds its job, so a stale key is refused with [`MachineError::UnknownJob`] even when
+//! its slot already holds a newer job: keys never alias.
+//!
+//! The rotation is an intrusive, circular, doubly-linked *ring* through the slots, in key
+//! order. A held job is on the ring unless it waits for a busy target's retry: those sit in an
+//! ordered set by due time instead, and when due they are put back at their submit-order place
+//! (found in an ordered set of the ring's keys). Everything else stays on the ring: ready jobs,
+//! and jobs with a target in flight (also cancelled, closing or finished ones until their
+//! outcome is stored) — at most `workers` of those, since a target in flight is what keeps them.
+//! So every job on the ring is either ready or one of at most `workers` in-flight jobs.
+//!
+//! The cursor is the key of the job last served (`cursor`), which may since have left the ring,
+//! and a slot `cursor_at`: the ring member with the greatest key ≤ `cursor` (none if there is
+//! none). A dispatch walks the ring from `cursor_at`'s successor (the head if none), wrapping,
+//! and takes the first job with nothing in flight: that is exactly the first ready job with a
+//! key after `cursor`, else the first one from the start — the reference scan over all jobs in
+//! submit order. It passes over at most `workers` in-flight jobs, so it is O(`workers`).
+//! `cursor_at` is kept true as the ring changes: serving a job sets both to it; taking the
+//! `cursor_at` job off the ring moves `cursor_at` to its predecessor (none if it was the
+//! head); putting a job with a key ≤ `cursor` back after `cursor_at` moves `cursor_at` to it; a
+//! new job (the greatest key) joins at the tail and changes neither.
+//!
 //! # Cost
 //!
-//! Every input and output is O(log n) in the number of live jobs (ordered sets of ready and
-//! waiting jobs, a hash map by id); nothing scans the live jobs, except `close`, once.
+//! A target's cycle (dispatch, outcome, stored) is O(`workers`) plus two hash look-ups by key;
+//! the ordered sets are touched only per job (submit, end) and per busy answer (off the ring,
+//! then back on) — O(log n) in the live jobs. Submit and cancel also hash the id. Nothing scans
+//! the live jobs, except `close`, once.
 //!
 //! The machine never panics; an input that does not fit its state (an unknown job, an outcome
 //! for a target not in flight) is refused with a [`MachineError`] and changes nothing.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::ops::Bound;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -91,7 +124,8 @@ impl From<&Config> for MachineConfig {
     }
 }
 
-/// A job's handle in the machine: its place in the submit order.
+/// A job's handle in the machine: its place in the submit order (0 for the first job
+/// submitted, then 1, 2, …; never reused).
 pub type JobKey = u64;
 
 /// A target for a worker to fetch.
@@ -223,7 +257,7 @@ struct JobState {
     n_failed: usize,
     submitted: Duration,
     busy_since: Option<Duration>,
-    // Set while the job sits in `waiting`, so it can be found there in O(log n).
+    // Set while the job sits in `waiting` (off the ring), so it can be found there in O(log n).
     due: Option<Duration>,
     inflight: bool,
     // The outcome is in and being stored: `retry_at` is the pending target's due time.
@@ -232,15 +266,67 @@ struct JobState {
     phase: Phase,
 }
 
+/// No slot: the end of a link, an empty ring, no `cursor_at`.
+const NIL: usize = usize::MAX;
+
+/// One held job and its ring links (`prev`/`next` are slot numbers, meaningful while `linked`).
+#[derive(Debug)]
+struct Slot {
+    key: JobKey,
+    prev: usize,
+    next: usize,
+    linked: bool,
+    job: JobState,
+}
+
+/// The hash of a [`JobKey`]: one multiplication by an odd constant. Keys are consecutive
+/// integers the machine hands out itself, so there is nothing to defend against, and the
+/// product spreads them over both the low bits (the bucket) and the high bits (the tag) of
+/// the std hash map.
+#[derive(Debug, Default, Clone, Copy)]
+struct KeyHasher(u64);
+
+const KEY_MUL: u64 = 0x9E37_79B9_7F4A_7C15;
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(KEY_MUL);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(KEY_MUL);
+    }
+}
+
+type KeyMap = HashMap<JobKey, usize, BuildHasherDefault<KeyHasher>>;
+
 /// The pure scheduler of a runner. See the [module docs](self).
 #[derive(Debug)]
 pub struct JobMachine {
     cfg: MachineConfig,
-    jobs: HashMap<JobKey, JobState>,
-    by_id: HashMap<Arc<str>, JobKey>,
-    ready: BTreeSet<JobKey>,
+    // The held jobs; `None` is a free slot, listed in `free`.
+    slots: Vec<Option<Slot>>,
+    free: Vec<usize>,
+    // Key → slot, for every held job.
+    by_key: KeyMap,
+    // Id → slot, for every held job.
+    by_id: HashMap<Arc<str>, usize>,
+    // The keys of the jobs on the ring, to find a returning job's place.
+    ring_keys: BTreeSet<JobKey>,
+    // The ring member with the smallest key, or NIL.
+    head: usize,
+    // Jobs off the ring until a busy target's retry is due.
     waiting: BTreeSet<(Duration, JobKey)>,
+    // The key of the job last served.
     cursor: Option<JobKey>,
+    // The ring member with the greatest key ≤ `cursor`, or NIL.
+    cursor_at: usize,
     next_key: JobKey,
     live: usize,
     inflight: usize,
@@ -256,11 +342,15 @@ impl JobMachine {
                 workers: cfg.workers.max(1),
                 ..cfg
             },
-            jobs: HashMap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            by_key: KeyMap::default(),
             by_id: HashMap::new(),
-            ready: BTreeSet::new(),
+            ring_keys: BTreeSet::new(),
+            head: NIL,
             waiting: BTreeSet::new(),
             cursor: None,
+            cursor_at: NIL,
             next_key: 0,
             live: 0,
             inflight: 0,
@@ -292,21 +382,35 @@ impl JobMachine {
     /// The key of the job `id`, while the machine holds it (live, or cancelled/closing with a
     /// target in flight).
     pub fn job_key(&self, id: &str) -> Option<JobKey> {
-        self.by_id.get(id).copied()
+        let s = *self.by_id.get(id)?;
+        self.slot(s).map(|slot| slot.key)
+    }
+
+    /// Whether the machine holds the job `key` (live, or cancelled/closing with a target in
+    /// flight): the same as [`job_key`](Self::job_key) of its id being `Some(key)`, in O(1)
+    /// without hashing the id.
+    pub fn contains(&self, key: JobKey) -> bool {
+        self.by_key.contains_key(&key)
     }
 
     /// Whether the job `id` is live: not terminal, not cancelled, and the machine not closed.
     /// (A job closed with a target in flight still counts in [`live_jobs`](Self::live_jobs)
     /// until its outcome returns, since the store still holds it live.)
     pub fn is_live(&self, id: &str) -> bool {
-        self.job_key(id)
-            .and_then(|k| self.jobs.get(&k))
-            .is_some_and(|j| j.phase == Phase::Live)
+        self.by_id
+            .get(id)
+            .and_then(|&s| self.slot(s))
+            .is_some_and(|slot| slot.job.phase == Phase::Live)
     }
 
     /// A new job of `targets` targets, submitted at `now`. It joins the end of the rotation,
     /// its first target due at once.
-    pub fn submit(&mut self, id: &str, targets: usize, now: Duration) -> Result<JobKey, MachineError> {
+    pub fn submit(
+        &mut self,
+        id: &str,
+        targets: usize,
+        now: Duration,
+    ) -> Result<JobKey, MachineError> {
         if self.closed {
             return Err(MachineError::Closed);
         }
@@ -319,11 +423,13 @@ impl JobMachine {
         let key = self.next_key;
         self.next_key += 1;
         let id: Arc<str> = Arc::from(id);
-        self.by_id.insert(id.clone(), key);
-        self.jobs.insert(
+        let slot = Slot {
             key,
-            JobState {
-                id,
+            prev: NIL,
+            next: NIL,
+            linked: false,
+            job: JobState {
+                id: id.clone(),
                 targets,
                 next: 0,
                 n_failed: 0,
@@ -335,8 +441,22 @@ impl JobMachine {
                 started: false,
                 phase: Phase::Live,
             },
-        );
-        self.ready.insert(key);
+        };
+        let s = if let Some(s) = self.free.pop()
+            && let Some(free) = self.slots.get_mut(s)
+        {
+            *free = Some(slot);
+            s
+        } else {
+            self.slots.push(Some(slot));
+            self.slots.len() - 1
+        };
+        self.by_key.insert(key, s);
+        self.by_id.insert(id, s);
+        // The greatest key so far: it joins at the tail, and the cursor (an older key) stays.
+        let tail = self.slot(self.head).map(|h| h.prev);
+        self.ring_keys.insert(key);
+        self.splice(s, tail);
         self.set_live(self.live + 1);
         Ok(key)
     }
@@ -348,25 +468,20 @@ impl JobMachine {
             return None;
         }
         self.promote_due(now);
-        let after = self.cursor.map_or(Bound::Unbounded, Bound::Excluded);
-        let key = self
-            .ready
-            .range((after, Bound::Unbounded))
-            .next()
-            .or_else(|| self.ready.iter().next())
-            .copied()?;
-        self.ready.remove(&key);
-        let job = self.jobs.get_mut(&key)?;
+        let s = self.next_ready()?;
+        let slot = self.slot_mut(s)?;
+        let job = &mut slot.job;
         job.inflight = true;
         let first = !job.started;
         job.started = true;
         let d = Dispatch {
-            key,
+            key: slot.key,
             id: job.id.clone(),
             idx: job.next,
             first,
         };
-        self.cursor = Some(key);
+        self.cursor = Some(d.key);
+        self.cursor_at = s;
         self.set_inflight(self.inflight + 1);
         Some(d)
     }
@@ -382,7 +497,8 @@ impl JobMachine {
         now: Duration,
     ) -> Result<Completion, MachineError> {
         let cfg = self.cfg;
-        let job = self.jobs.get_mut(&key).ok_or(MachineError::UnknownJob)?;
+        let s = self.slot_of(key)?;
+        let job = &mut self.slot_mut(s).ok_or(MachineError::UnknownJob)?.job;
         if !job.inflight || job.storing.is_some() || job.next != idx {
             return Err(MachineError::NotInFlight);
         }
@@ -431,6 +547,7 @@ impl JobMachine {
             Phase::Live | Phase::Cancelled | Phase::Finished => None,
         };
         if terminal.is_some() {
+            // It stays on the ring, in flight, until its outcome is stored.
             job.phase = Phase::Finished;
             self.set_live(self.live.saturating_sub(1));
         }
@@ -441,28 +558,33 @@ impl JobMachine {
     /// in flight, and the job goes back into the rotation (due at once, or at its retry time).
     /// Returns the job's terminal status if the machine was closed while the outcome was being
     /// stored (`failed`, [`ERR_CLOSED`]).
-    pub fn handle_stored(&mut self, key: JobKey, now: Duration) -> Result<Option<Terminal>, MachineError> {
-        let job = self.jobs.get_mut(&key).ok_or(MachineError::UnknownJob)?;
+    pub fn handle_stored(
+        &mut self,
+        key: JobKey,
+        now: Duration,
+    ) -> Result<Option<Terminal>, MachineError> {
+        let s = self.slot_of(key)?;
+        let job = &mut self.slot_mut(s).ok_or(MachineError::UnknownJob)?.job;
         let Some(retry_at) = job.storing.take() else {
             return Err(MachineError::NotInFlight);
         };
         job.inflight = false;
         let mut terminal = None;
         match job.phase {
-            Phase::Live => match retry_at {
-                Some(due) => {
+            Phase::Live => {
+                // Due at once: it is ready where it stands on the ring. Else it leaves the ring
+                // until its retry is due.
+                if let Some(due) = retry_at {
                     job.due = Some(due);
                     self.waiting.insert((due, key));
+                    self.unlink(s);
                 }
-                None => {
-                    self.ready.insert(key);
-                }
-            },
+            }
             Phase::Closing => {
                 terminal = Some(closed_terminal(job, now));
-                self.end(key);
+                self.end(s);
             }
-            Phase::Cancelled | Phase::Finished => self.remove(key),
+            Phase::Cancelled | Phase::Finished => self.remove(s),
         }
         self.set_inflight(self.inflight.saturating_sub(1));
         Ok(terminal)
@@ -472,8 +594,8 @@ impl JobMachine {
     /// is still stored when it returns. `None` if `id` is not live (unknown, terminal, or
     /// cancelled already).
     pub fn cancel(&mut self, id: &str, now: Duration) -> Option<Cancelled> {
-        let key = self.job_key(id)?;
-        let job = self.jobs.get_mut(&key)?;
+        let s = *self.by_id.get(id)?;
+        let job = &mut self.slot_mut(s)?.job;
         if job.phase != Phase::Live {
             return None;
         }
@@ -484,10 +606,11 @@ impl JobMachine {
             elapsed: now.saturating_sub(job.submitted),
         };
         if c.inflight {
-            self.unschedule(key);
+            // A job in flight is on the ring and never waiting; it stays there, not ready,
+            // until its outcome is stored.
             self.set_live(self.live.saturating_sub(1));
         } else {
-            self.end(key);
+            self.end(s);
         }
         Some(c)
     }
@@ -501,24 +624,29 @@ impl JobMachine {
             return Vec::new();
         }
         self.closed = true;
-        let mut keys: Vec<JobKey> = self
-            .jobs
+        let mut live: Vec<(JobKey, usize)> = self
+            .slots
             .iter()
-            .filter(|(_, j)| j.phase == Phase::Live)
-            .map(|(k, _)| *k)
+            .enumerate()
+            .filter_map(|(s, slot)| {
+                slot.as_ref()
+                    .filter(|slot| slot.job.phase == Phase::Live)
+                    .map(|slot| (slot.key, s))
+            })
             .collect();
-        keys.sort_unstable();
+        live.sort_unstable();
         let mut ended = Vec::new();
-        for key in keys {
-            let Some(job) = self.jobs.get_mut(&key) else {
+        for (_, s) in live {
+            let Some(slot) = self.slot_mut(s) else {
                 continue;
             };
+            let job = &mut slot.job;
             if job.inflight {
                 job.phase = Phase::Closing;
                 continue;
             }
             ended.push(closed_terminal(job, now));
-            self.end(key);
+            self.end(s);
         }
         ended
     }
@@ -537,38 +665,176 @@ impl JobMachine {
         self.events.pop_front()
     }
 
+    fn slot(&self, s: usize) -> Option<&Slot> {
+        self.slots.get(s).and_then(Option::as_ref)
+    }
+
+    fn slot_mut(&mut self, s: usize) -> Option<&mut Slot> {
+        self.slots.get_mut(s).and_then(Option::as_mut)
+    }
+
+    fn slot_of(&self, key: JobKey) -> Result<usize, MachineError> {
+        self.by_key
+            .get(&key)
+            .copied()
+            .ok_or(MachineError::UnknownJob)
+    }
+
+    /// The first ready job on the ring after `cursor_at` (from the head if none), wrapping.
+    /// Every job on the ring is ready but for at most `workers` with a target in flight.
+    fn next_ready(&self) -> Option<usize> {
+        let start = match self.slot(self.cursor_at) {
+            Some(at) => at.next,
+            None => self.head,
+        };
+        let mut s = start;
+        // Bounded by the ring's length, so that even a broken ring cannot loop forever.
+        for _ in 0..=self.ring_keys.len() {
+            let slot = self.slot(s)?;
+            if !slot.job.inflight && slot.job.phase == Phase::Live {
+                return Some(s);
+            }
+            s = slot.next;
+            if s == start {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// Puts the waiting jobs due by `now` back on the ring.
     fn promote_due(&mut self, now: Duration) {
         while let Some(&(due, key)) = self.waiting.first() {
             if due > now {
                 break;
             }
             self.waiting.pop_first();
-            if let Some(job) = self.jobs.get_mut(&key) {
-                job.due = None;
+            let Ok(s) = self.slot_of(key) else {
+                continue;
+            };
+            if let Some(slot) = self.slot_mut(s) {
+                slot.job.due = None;
             }
-            self.ready.insert(key);
+            self.link(s);
         }
     }
 
-    /// Takes a job out of the rotation.
-    fn unschedule(&mut self, key: JobKey) {
-        self.ready.remove(&key);
-        if let Some(due) = self.jobs.get_mut(&key).and_then(|j| j.due.take()) {
-            self.waiting.remove(&(due, key));
+    /// Puts job `s` (off the ring) back on it, at its submit-order place.
+    fn link(&mut self, s: usize) {
+        let Some(slot) = self.slot(s) else {
+            return;
+        };
+        if slot.linked {
+            return;
+        }
+        let key = slot.key;
+        let pred = self
+            .ring_keys
+            .range(..key)
+            .next_back()
+            .and_then(|k| self.by_key.get(k).copied());
+        self.ring_keys.insert(key);
+        self.splice(s, pred);
+        // It now is the ring member with the greatest key ≤ the cursor, if its key is ≤ the
+        // cursor and greater than the old one's.
+        if let Some(c) = self.cursor
+            && key <= c
+            && self.slot(self.cursor_at).is_none_or(|at| at.key < key)
+        {
+            self.cursor_at = s;
+        }
+    }
+
+    /// Links `s` into the ring right after `pred`; with no `pred`, before the head (it becomes
+    /// the head). Its key must sit between its neighbours'.
+    fn splice(&mut self, s: usize, pred: Option<usize>) {
+        let (p, new_head) = match pred {
+            Some(p) => (p, false),
+            None => match self.slot(self.head) {
+                Some(h) => (h.prev, true),
+                None => {
+                    // The ring was empty.
+                    if let Some(slot) = self.slot_mut(s) {
+                        slot.prev = s;
+                        slot.next = s;
+                        slot.linked = true;
+                        self.head = s;
+                    }
+                    return;
+                }
+            },
+        };
+        let Some(n) = self.slot(p).map(|p| p.next) else {
+            return;
+        };
+        if let Some(slot) = self.slot_mut(s) {
+            slot.prev = p;
+            slot.next = n;
+            slot.linked = true;
+        } else {
+            return;
+        }
+        if let Some(p) = self.slot_mut(p) {
+            p.next = s;
+        }
+        if let Some(n) = self.slot_mut(n) {
+            n.prev = s;
+        }
+        if new_head {
+            self.head = s;
+        }
+    }
+
+    /// Takes job `s` off the ring (if it is on it).
+    fn unlink(&mut self, s: usize) {
+        let Some(slot) = self.slot_mut(s) else {
+            return;
+        };
+        if !slot.linked {
+            return;
+        }
+        slot.linked = false;
+        let (key, p, n) = (slot.key, slot.prev, slot.next);
+        self.ring_keys.remove(&key);
+        let was_head = self.head == s;
+        if n == s {
+            self.head = NIL;
+        } else {
+            if let Some(p) = self.slot_mut(p) {
+                p.next = n;
+            }
+            if let Some(n) = self.slot_mut(n) {
+                n.prev = p;
+            }
+            if was_head {
+                self.head = n;
+            }
+        }
+        if self.cursor_at == s {
+            // Its predecessor has the greatest key below it; the head has none below it.
+            self.cursor_at = if was_head { NIL } else { p };
         }
     }
 
     /// Removes a job that has just stopped being live.
-    fn end(&mut self, key: JobKey) {
-        self.remove(key);
+    fn end(&mut self, s: usize) {
+        self.remove(s);
         self.set_live(self.live.saturating_sub(1));
     }
 
-    fn remove(&mut self, key: JobKey) {
-        self.unschedule(key);
-        if let Some(job) = self.jobs.remove(&key) {
-            self.by_id.remove(&job.id);
+    /// Lets go of job `s`: off the ring and the waiting set, its key and id forgotten, its slot
+    /// free for reuse.
+    fn remove(&mut self, s: usize) {
+        self.unlink(s);
+        let Some(slot) = self.slots.get_mut(s).and_then(Option::take) else {
+            return;
+        };
+        if let Some(due) = slot.job.due {
+            self.waiting.remove(&(due, slot.key));
         }
+        self.by_key.remove(&slot.key);
+        self.by_id.remove(&slot.job.id);
+        self.free.push(s);
     }
 
     fn set_live(&mut self, n: usize) {

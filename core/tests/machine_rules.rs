@@ -925,3 +925,196 @@ fn a_busy_answer_with_a_huge_retry_wait_does_not_panic() {
     assert_eq!(m.poll_timeout(), Some(Duration::MAX));
     assert_eq!(m.poll_dispatch(secs(3600)), None);
 }
+
+// ---- keys, slots and the ring ---------------------------------------------------------------
+
+#[test]
+fn a_stale_key_is_refused_after_its_slot_is_reused_by_a_newer_job() {
+    let mut h = Harness::new(1);
+    let a = h.submit("a", 1);
+    h.drive();
+    assert!(!h.machine.contains(a), "a is let go once stored");
+    // b takes a's slot; a's key must not reach b.
+    let b = h.submit("b", 2);
+    assert_ne!(a, b);
+    assert!(h.machine.contains(b));
+    let before = format!("{:?}", h.machine);
+    let now = h.now;
+    assert_eq!(
+        h.machine.handle_outcome(a, 0, Outcome::Done, now),
+        Err(MachineError::UnknownJob)
+    );
+    assert_eq!(
+        h.machine.handle_stored(a, now),
+        Err(MachineError::UnknownJob)
+    );
+    assert_eq!(
+        format!("{:?}", h.machine),
+        before,
+        "refused inputs change nothing"
+    );
+    // Also while b has its target in flight and its outcome being stored.
+    assert_eq!(h.poll().map(|d| (d.id, d.idx)), Some(("b".into(), 0)));
+    assert_eq!(
+        h.machine.handle_outcome(a, 0, Outcome::Done, now),
+        Err(MachineError::UnknownJob)
+    );
+    h.fetch_returns("b", Outcome::Done);
+    assert_eq!(
+        h.machine.handle_stored(a, now),
+        Err(MachineError::UnknownJob)
+    );
+    h.stored("b");
+    h.drive();
+    assert_eq!(h.trace(), ["a0", "b0", "b1"]);
+    assert_eq!(
+        h.statuses(),
+        [("a".into(), Done, ""), ("b".into(), Done, "")]
+    );
+    assert!(!h.machine.contains(b));
+}
+
+#[test]
+fn contains_is_true_exactly_while_the_machine_holds_the_job() {
+    let mut h = Harness::new(1);
+    assert!(!h.machine.contains(0), "no key before the first submit");
+    let a = h.submit("a", 2);
+    assert!(h.machine.contains(a));
+    assert!(!h.machine.contains(a + 1), "a key not handed out yet");
+    h.poll();
+    // Cancelled with a target in flight: still held until its outcome is stored.
+    h.cancel("a");
+    assert!(h.machine.contains(a));
+    assert_eq!(h.machine.job_key("a"), Some(a));
+    h.complete("a");
+    assert!(!h.machine.contains(a));
+    assert_eq!(h.machine.job_key("a"), None);
+    // Ended without a target in flight: let go at once.
+    let b = h.submit("b", 1);
+    h.cancel("b");
+    assert!(!h.machine.contains(b));
+}
+
+#[test]
+fn the_cursor_stays_after_a_served_job_that_waits_for_a_retry_while_an_earlier_job_returns() {
+    // c is served and goes busy (it leaves the rotation); b, before c in submit order, comes
+    // back from its own retry. The next dispatch is still the job after c: d, not b.
+    let mut h = Harness::new(1);
+    for id in ["a", "b", "c", "d"] {
+        h.submit(id, 2);
+    }
+    h.script("b", 0, [Busy]);
+    h.script("c", 0, [Busy]);
+    h.poll();
+    h.complete("a"); // a0 done
+    h.poll();
+    h.complete("b"); // b0 busy at 0: due at 2
+    h.advance(secs(1));
+    h.poll();
+    h.complete("c"); // c0 busy at 1: due at 3
+    h.advance_to(RETRY_WAIT);
+    assert_eq!(h.poll().map(|d| d.id), Some("d".into()), "after c comes d");
+    h.complete("d");
+    assert_eq!(
+        h.poll().map(|d| d.id),
+        Some("a".into()),
+        "then it wraps to a"
+    );
+    h.complete("a");
+    assert_eq!(h.poll().map(|d| (d.id, d.idx)), Some(("b".into(), 0)));
+    h.complete("b");
+    // c is not due before 3: d goes first.
+    assert_eq!(h.poll().map(|d| (d.id, d.idx)), Some(("d".into(), 1)));
+    h.complete("d");
+    h.drive();
+    assert_eq!(
+        h.trace(),
+        ["a0", "b0", "c0", "d0", "a1", "b0", "d1", "b1", "c0", "c1"]
+    );
+    h.assert_serial();
+}
+
+#[test]
+fn the_cursor_stays_after_a_served_job_that_is_cancelled_or_ends() {
+    // b was served last and is cancelled: the next dispatch is c, not a.
+    let mut h = Harness::new(1);
+    for id in ["a", "b", "c"] {
+        h.submit(id, 2);
+    }
+    h.poll();
+    h.complete("a");
+    h.poll();
+    h.complete("b");
+    h.cancel("b");
+    assert_eq!(h.poll().map(|d| (d.id, d.idx)), Some(("c".into(), 0)));
+    h.complete("c");
+    h.drive();
+    assert_eq!(h.trace(), ["a0", "b0", "c0", "a1", "c1"]);
+
+    // The first job is served and waits: the next is the second; once due, the first is back
+    // at the front of the rotation (after b, the job last served, it wraps to a).
+    let mut h = Harness::new(1);
+    h.submit("a", 2);
+    h.submit("b", 3);
+    h.script("a", 0, [Busy]);
+    h.poll();
+    h.complete("a");
+    assert_eq!(h.poll().map(|d| (d.id, d.idx)), Some(("b".into(), 0)));
+    h.complete("b");
+    h.advance_to(RETRY_WAIT);
+    h.drive();
+    assert_eq!(h.trace(), ["a0", "b0", "a0", "b1", "a1", "b2"]);
+    h.assert_serial();
+}
+
+#[test]
+fn a_retry_comes_back_at_its_submit_order_place_among_many_jobs() {
+    // 20 jobs of 2 targets; the first targets of the first, an inner and the last job are busy
+    // once. Once due they run in their own places of the second round.
+    let ids: Vec<String> = (0..20).map(|i| format!("j{i:02}.")).collect();
+    let mut h = Harness::new(1);
+    for id in &ids {
+        h.submit(id, 2);
+    }
+    for busy in ["j00.", "j07.", "j19."] {
+        h.script(busy, 0, [Busy]);
+    }
+    for _ in 0..ids.len() {
+        h.poll().unwrap();
+        h.complete_oldest().unwrap();
+    }
+    h.advance_to(RETRY_WAIT);
+    h.drive();
+    let mut want: Vec<String> = ids.iter().map(|id| format!("{id}0")).collect();
+    for id in &ids {
+        let busy = ["j00.", "j07.", "j19."].contains(&id.as_str());
+        want.push(format!("{id}{}", if busy { 0 } else { 1 }));
+    }
+    want.extend(["j00.1", "j07.1", "j19.1"].map(String::from));
+    assert_eq!(h.trace(), want);
+    h.assert_serial();
+    assert_eq!(h.statuses().len(), ids.len());
+}
+
+#[test]
+fn with_more_workers_than_two_the_rotation_passes_over_every_job_in_flight() {
+    // Four workers, six jobs: each dispatch is the next job with nothing in flight.
+    let mut h = Harness::new(4);
+    for id in ["a", "b", "c", "d", "e", "f"] {
+        h.submit(id, 2);
+    }
+    for _ in 0..4 {
+        h.poll();
+    }
+    assert_eq!(h.trace(), ["a0", "b0", "c0", "d0"]);
+    h.complete("b");
+    h.complete("a");
+    assert_eq!(h.poll().map(|d| d.id), Some("e".into()));
+    assert_eq!(h.poll().map(|d| d.id), Some("f".into()));
+    h.complete("d");
+    // After f: a and b are free, c and e are in flight.
+    assert_eq!(h.poll().map(|d| (d.id, d.idx)), Some(("a".into(), 1)));
+    h.drive();
+    h.assert_serial();
+    assert_eq!(h.statuses().len(), 6);
+}

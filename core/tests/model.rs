@@ -20,8 +20,13 @@
 //! - `poll_timeout` never later than a pending retry, never an unknown time, `None` once closed;
 //! - the last `Depth` event equals `live_jobs()`, the last `Inflight` equals `inflight()`, and
 //!   each event is a change.
+//! - `job_key`, `is_live` and `contains` agree with the model for every id and key handed out.
 //!
-//! The number of cases honours `PROPTEST_CASES` (proptest's default, 256, otherwise).
+//! The same runs again, longer (200 to 600 ops, closed only at the end) and with 1 to 4 workers,
+//! keep many jobs in the rotation at once.
+//!
+//! The number of cases honours `PROPTEST_CASES` (proptest's default, 256, otherwise; an eighth
+//! of it for the long runs).
 
 // Tests panic on purpose; the workspace denies these for library code.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -138,6 +143,42 @@ fn case() -> impl Strategy<Value = (MachineConfig, Vec<Op>)> {
 proptest! {
     #[test]
     fn machine_matches_the_model_and_keeps_every_rule((cfg, ops) in case()) {
+        let mut run = Run::new(cfg);
+        for op in &ops {
+            run.apply(op)?;
+        }
+        run.finish()?;
+    }
+}
+
+/// Long runs (200 to 600 ops, no close before the end) with 1 to 4 workers: many jobs in
+/// the rotation at once, many of them leaving it for a retry and coming back, and more than
+/// two targets in flight. An eighth as many cases as the short runs (at least one).
+fn long_case() -> impl Strategy<Value = (MachineConfig, Vec<Op>)> {
+    (1usize..=4, 1u64..=3).prop_flat_map(|(workers, wait)| {
+        (0..=12u64).prop_flat_map(move |retry_for| {
+            let cfg = MachineConfig {
+                workers,
+                retry_wait: Duration::from_secs(wait),
+                retry_for: Duration::from_secs(retry_for),
+            };
+            // A close drawn here polls instead.
+            let op = op(wait).prop_map(|op| match op {
+                Op::Close => Op::Dispatch,
+                op => op,
+            });
+            (Just(cfg), vec(op, 200..=600))
+        })
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: (ProptestConfig::default().cases / 8).max(1),
+        ..ProptestConfig::default()
+    })]
+    #[test]
+    fn machine_matches_the_model_over_long_runs_with_many_jobs((cfg, ops) in long_case()) {
         let mut run = Run::new(cfg);
         for op in &ops {
             run.apply(op)?;
@@ -943,6 +984,15 @@ impl Run {
             prop_assert_eq!(m.job_key(id), held.map(key_of), "job_key({})", id);
             let live = held.is_some_and(|i| self.model.jobs[i].phase == Phase::Live);
             prop_assert_eq!(m.is_live(id), live, "is_live({})", id);
+        }
+        // Every key handed out, and the next one: held exactly while the model holds its job.
+        for i in 0..=self.model.jobs.len() {
+            let held = self
+                .model
+                .jobs
+                .get(i)
+                .is_some_and(|j| j.phase != Phase::Gone);
+            prop_assert_eq!(m.contains(key_of(i)), held, "contains({})", i);
         }
         self.obs.after(m, self.now, op)
     }

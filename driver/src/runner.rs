@@ -482,7 +482,7 @@ impl Inner {
         let closed = {
             let mut st = self.lock();
             let r = st.machine.handle_stored(d.key, self.mono());
-            if st.machine.job_key(&d.id).is_none() {
+            if !st.machine.contains(d.key) {
                 st.callers.remove(&d.key);
             }
             self.drain(&mut st);
