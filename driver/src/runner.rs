@@ -305,27 +305,24 @@ impl Inner {
 /// is due.
 async fn worker(inner: Arc<Inner>, n: usize) {
     loop {
-        // Enabled before the machine is asked, so a wake-up between the two is not lost.
+        // The fast path: take work without arming a wake-up.
+        match inner.next_work() {
+            Next::Work(d, caller) => {
+                inner.run_target(d, caller).await;
+                continue;
+            }
+            Next::Stop => break,
+            Next::Idle(_) => {}
+        }
+        // Nothing due: arm the wake-up, then ask again, so that a submit, cancel or stored
+        // outcome between the two questions is not lost.
         let notified = inner.wake.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let next = {
-            let mut st = inner.lock();
-            if st.machine.is_closed() || inner.cancel.is_cancelled() {
-                break;
-            }
-            match st.machine.poll_dispatch(inner.mono()) {
-                Some(d) => {
-                    let caller = st.callers.get(&d.key).cloned();
-                    inner.drain(&mut st);
-                    Ok((d, caller))
-                }
-                None => Err(st.machine.poll_timeout()),
-            }
-        };
-        match next {
-            Ok((d, caller)) => inner.run_target(d, caller).await,
-            Err(timeout) => {
+        match inner.next_work() {
+            Next::Work(d, caller) => inner.run_target(d, caller).await,
+            Next::Stop => break,
+            Next::Idle(timeout) => {
                 // A retry time too far to represent is never.
                 let deadline = timeout.and_then(|t| inner.epoch.checked_add(t));
                 tokio::select! {
@@ -337,6 +334,16 @@ async fn worker(inner: Arc<Inner>, n: usize) {
         }
     }
     debug!(worker = n, "worker stopped");
+}
+
+/// What a worker is to do next.
+enum Next {
+    /// Fetch this target for this caller.
+    Work(Dispatch, Option<Arc<Caller>>),
+    /// Nothing is due; the machine's next retry time, if any.
+    Idle(Option<Duration>),
+    /// The runner is closing.
+    Stop,
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
@@ -373,6 +380,22 @@ impl Fetched {
 impl Inner {
     fn lock(&self) -> MutexGuard<'_, State> {
         lock(&self.state)
+    }
+
+    /// Asks the machine for the next target to fetch.
+    fn next_work(&self) -> Next {
+        let mut st = self.lock();
+        if st.machine.is_closed() || self.cancel.is_cancelled() {
+            return Next::Stop;
+        }
+        match st.machine.poll_dispatch(self.mono()) {
+            Some(d) => {
+                let caller = st.callers.get(&d.key).cloned();
+                self.drain(&mut st);
+                Next::Work(d, caller)
+            }
+            None => Next::Idle(st.machine.poll_timeout()),
+        }
     }
 
     /// Monotonic time since the runner started: the machine's clock.
