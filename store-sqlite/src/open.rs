@@ -10,14 +10,23 @@
 //!    because opening a database may write (replaying a hot journal, creating `-wal`/`-shm`
 //!    files, changing the journal mode): a text file, a foreign or versioned-away database, or a
 //!    truncated one is refused here and left byte for byte as it was.
-//! 3. The lock: `PRAGMA locking_mode = EXCLUSIVE`, then `BEGIN IMMEDIATE` with a zero busy
-//!    timeout. On a WAL database SQLite then takes the file's EXCLUSIVE lock and keeps it until
-//!    the connection closes, and keeps the WAL index in heap memory (no `-shm` file). Another
-//!    process that opens the file cannot even read it: its `BEGIN IMMEDIATE` gets `SQLITE_BUSY`,
-//!    which is [`StoreError::InUse`]. The OS drops the lock when the owner exits, however it
-//!    exits (`kill -9` included), so a crashed owner never blocks the next.
-//! 4. Inside that transaction the marks and tables are checked again (now race-free) or, for a
-//!    file with no page yet, the schema is created; only then is the journal switched to WAL.
+//! 3. The lock: `PRAGMA locking_mode = EXCLUSIVE` with a zero busy timeout, then a read
+//!    transaction. On a WAL database SQLite takes the file's EXCLUSIVE lock at that first read
+//!    and keeps it until the connection closes, and keeps the WAL index in heap memory (no
+//!    `-shm` file). Another process that opens the file cannot even read it: it gets
+//!    `SQLITE_BUSY`, which is [`StoreError::InUse`]. The OS drops the lock when the owner
+//!    exits, however it exits (`kill -9` included), so a crashed owner never blocks the next.
+//! 4. Still read-only: the marks and tables are checked again through SQLite (a `-wal` left by
+//!    a crash is read, not yet applied), and every job is read by the byte sum, so a file whose
+//!    pages SQLite finds malformed is refused here. Until this passes, closing the connection
+//!    does not checkpoint a `-wal` that was already there into the file.
+//! 5. Only then `BEGIN IMMEDIATE`, the first step that may write: the checks once more, now
+//!    under the write lock, or for a file with no page yet the schema is created; then the
+//!    journal is switched to WAL.
+//!
+//! A read-only connection does not fit step 4: without the exclusive locking mode it creates
+//! `-wal` and `-shm` files beside the file and leaves them, and with it, it cannot take the
+//! lock (`SQLITE_IOERR_LOCK`); `immutable=1` would ignore the `-wal` of a crash.
 //!
 //! A file of 0 bytes counts as new, as SQLite itself treats it (it is what `mktemp` and
 //! `tempfile` make); any file with content must already be a rota store of this version.
@@ -31,9 +40,11 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use rota_core::StoreError;
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::error::ctx;
+use crate::ops;
 use crate::schema::{self, Found};
 use crate::store::{SqliteOptions, Synchronous};
 
@@ -150,11 +161,20 @@ pub(crate) fn inspect(path: &Path) -> Result<(), StoreError> {
         )));
     }
     // The header's page count is valid when its change counter matches (file format §1.3.7).
+    // Every SQLite since 3.7.0 writes the two together, so a rota store's always match; SQLite
+    // would rewrite a stale one as soon as a write transaction begins, changing the file.
+    let (changes, valid_for) = (be32(&head, 24), be32(&head, 92));
+    if changes != valid_for {
+        return Err(StoreError::Corrupt(format!(
+            "{shown}: the SQLite header's page count is stale (change counter {changes}, \
+             valid for {valid_for}): not a file rota wrote, not a rota store"
+        )));
+    }
     // With a WAL beside the file, pages may legitimately live only in the WAL (and a checkpoint
     // cut short by a crash may have written the header before the pages), so the size is
     // checked only when there is none: then the file alone is the database.
     let pages = u64::from(be32(&head, 28));
-    if be32(&head, 24) == be32(&head, 92) && !sidecar(path, "-wal").exists() {
+    if !sidecar(path, "-wal").exists() {
         let want = pages.saturating_mul(page_size);
         if len < want {
             return Err(StoreError::Corrupt(format!(
@@ -185,19 +205,35 @@ fn sidecar(path: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// A file opened by [`open_file`]: its connection, its claim and the total of its jobs' bytes,
+/// summed while it was checked.
+pub(crate) struct Opened {
+    pub(crate) conn: Connection,
+    pub(crate) claim: Claim,
+    pub(crate) total_bytes: u64,
+}
+
 /// Opens (or creates) the rota store at `path` and makes this connection its one owner.
-pub(crate) fn open_file(
-    path: &Path,
-    opts: SqliteOptions,
-) -> Result<(Connection, Claim), StoreError> {
+///
+/// Nothing is written before the file is known to be a rota store that can be read: the marks,
+/// the tables and the byte sum (which reads every job) are checked in a read transaction first.
+/// Only then does `BEGIN IMMEDIATE` take the write lock, which is the first thing that may
+/// write (SQLite rewrites a header whose page count it finds stale as soon as a write
+/// transaction begins).
+pub(crate) fn open_file(path: &Path, opts: SqliteOptions) -> Result<Opened, StoreError> {
     let claim = Claim::take(path)?;
     inspect(path)?;
     let shown = path.display().to_string();
+    // A `-wal` that was there before this open holds another run's commits (a crash). While the
+    // file is not yet known good, closing must not checkpoint those into it.
+    let had_wal = sidecar(path, "-wal").exists();
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let mut conn = Connection::open_with_flags(path, flags)
         .map_err(|e| crate::error::sql(&format!("opening {shown}"), e))?;
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, had_wal)
+        .map_err(ctx("holding the checkpoint on close"))?;
     conn.busy_timeout(Duration::ZERO)
         .map_err(ctx("setting the busy timeout"))?;
     let mode: String = conn
@@ -209,13 +245,36 @@ pub(crate) fn open_file(
             io::Error::other(format!("SQLite kept locking mode {mode:?}")),
         ));
     }
+    let (found, total_bytes) = {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .map_err(|e| locked(&shown, e))?;
+        // The first read takes the lock (on a WAL file, the exclusive one at once).
+        tx.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0))
+            .map_err(|e| locked(&shown, e))?;
+        let found = schema::check(&tx, &shown)?;
+        let total = match found {
+            Found::New => 0,
+            Found::Rota => ops::sum_bytes(&tx)?,
+        };
+        tx.commit().map_err(|e| locked(&shown, e))?;
+        (found, total)
+    };
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, false)
+        .map_err(ctx("restoring the checkpoint on close"))?;
     {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| locked(&shown, e))?;
-        match schema::check(&tx, &shown)? {
-            Found::New => schema::create(&tx)?,
-            Found::Rota => {}
+        // Again under the write lock, race-free: another process may have created the file.
+        match (found, schema::check(&tx, &shown)?) {
+            (_, Found::New) => schema::create(&tx)?,
+            (Found::Rota, Found::Rota) => {}
+            (Found::New, Found::Rota) => {
+                return Err(StoreError::InUse(format!(
+                    "{shown}: created by another process while this one opened it"
+                )));
+            }
         }
         tx.commit().map_err(|e| locked(&shown, e))?;
     }
@@ -229,7 +288,11 @@ pub(crate) fn open_file(
         ));
     }
     tune(&conn, opts.synchronous)?;
-    Ok((conn, claim))
+    Ok(Opened {
+        conn,
+        claim,
+        total_bytes,
+    })
 }
 
 /// The error of taking the file's lock: busy means another owner.

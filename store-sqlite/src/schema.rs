@@ -77,6 +77,7 @@ fn set_marks(tx: &Transaction<'_>) -> Result<(), StoreError> {
 }
 
 /// What the database behind `tx` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Found {
     /// No page at all: a new file, to be created.
     New,

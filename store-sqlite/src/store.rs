@@ -88,10 +88,13 @@ impl SqliteStore {
         path: impl AsRef<Path>,
         options: SqliteOptions,
     ) -> Result<SqliteStore, StoreError> {
-        let (conn, claim) = open::open_file(path.as_ref(), options)?;
+        let opened = open::open_file(path.as_ref(), options)?;
         Ok(SqliteStore {
-            db: Mutex::new(Db::new(conn)?),
-            _claim: Some(claim),
+            db: Mutex::new(Db {
+                conn: opened.conn,
+                total_bytes: opened.total_bytes,
+            }),
+            _claim: Some(opened.claim),
         })
     }
 
