@@ -260,10 +260,15 @@ impl Runner {
         let inner = &self.inner;
         let mut rx = inner.closed.subscribe();
         if !inner.closing.swap(true, Ordering::SeqCst) {
-            // Run by a task of its own, so that a caller dropping its close does not stop it.
-            let task = tokio::spawn(inner.clone().close_now());
-            if let Err(e) = task.await {
-                warn!(error = %e, "closing the runner ended abnormally");
+            // Run by a task of its own, so that a caller dropping its close does not stop it
+            // (outside a tokio runtime, where no task can be spawned, inline).
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => {
+                    if let Err(e) = rt.spawn(inner.clone().close_now()).await {
+                        warn!(error = %e, "closing the runner ended abnormally");
+                    }
+                }
+                Err(_) => inner.clone().close_now().await,
             }
         }
         let _ = rx.wait_for(|done| *done).await;
