@@ -275,37 +275,6 @@ impl Runner {
     }
 }
 
-impl Inner {
-    async fn close_now(self: Arc<Self>) {
-        let inner = &*self;
-        let ended = {
-            let mut st = inner.lock();
-            let ended = st.machine.close(inner.mono());
-            inner.drain(&mut st);
-            ended
-        };
-        inner.cancel.cancel();
-        inner.wake.notify_waiters();
-        let handles = std::mem::take(&mut *lock(&inner.workers));
-        for h in handles {
-            if let Err(e) = h.await {
-                warn!(error = %e, "a worker ended abnormally");
-            }
-        }
-        for t in ended {
-            inner.set_status(&t.id, JobStatus::Failed, t.error).await;
-            inner.report_terminal(&t);
-        }
-        inner.lock().callers.clear();
-        debug!("runner closed");
-        // Told only once this task's share of the runner (and so of the store) is dropped, so
-        // that a file store is free to reopen when close returns and the handles are gone.
-        let closed = self.closed.clone();
-        drop(self);
-        closed.send_replace(true);
-    }
-}
-
 /// One worker: takes the next target the machine dispatches, runs it, and sleeps while nothing
 /// is due.
 async fn worker(inner: Arc<Inner>, n: usize) {
@@ -383,6 +352,35 @@ impl Fetched {
 }
 
 impl Inner {
+    async fn close_now(self: Arc<Self>) {
+        let inner = &*self;
+        let ended = {
+            let mut st = inner.lock();
+            let ended = st.machine.close(inner.mono());
+            inner.drain(&mut st);
+            ended
+        };
+        inner.cancel.cancel();
+        inner.wake.notify_waiters();
+        let handles = std::mem::take(&mut *lock(&inner.workers));
+        for h in handles {
+            if let Err(e) = h.await {
+                warn!(error = %e, "a worker ended abnormally");
+            }
+        }
+        for t in ended {
+            inner.set_status(&t.id, JobStatus::Failed, t.error).await;
+            inner.report_terminal(&t);
+        }
+        inner.lock().callers.clear();
+        debug!("runner closed");
+        // Told only once this task's share of the runner (and so of the store) is dropped, so
+        // that a file store is free to reopen when close returns and the handles are gone.
+        let closed = self.closed.clone();
+        drop(self);
+        closed.send_replace(true);
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         lock(&self.state)
     }
