@@ -282,9 +282,10 @@ struct Slot {
 /// The hash of a [`JobKey`]: one multiplication by an odd constant. Keys are consecutive
 /// integers the machine hands out itself, so there is nothing to defend against, and the
 /// product spreads them over both the low bits (the bucket) and the high bits (the tag) of
-/// the std hash map.
+/// the std hash map. Public so that a driver can key its own maps by [`JobKey`] as cheaply
+/// (`HashMap<JobKey, V, BuildHasherDefault<KeyHasher>>`).
 #[derive(Debug, Default, Clone, Copy)]
-struct KeyHasher(u64);
+pub struct KeyHasher(u64);
 
 const KEY_MUL: u64 = 0x9E37_79B9_7F4A_7C15;
 

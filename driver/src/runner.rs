@@ -1,14 +1,15 @@
 //! [`Runner`]: binds a [`JobMachine`], a [`BatchStore`] and a [`Fetch`].
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rota_core::machine::{
-    Completion, Dispatch, ERR_CLOSED, ERR_INTERNAL, ERR_INTERRUPTED, Event, JobKey, MachineConfig,
-    Outcome, Store, Terminal,
+    Completion, Dispatch, ERR_CLOSED, ERR_INTERNAL, ERR_INTERRUPTED, Event, JobKey, KeyHasher,
+    MachineConfig, Outcome, Store, Terminal,
 };
 use rota_core::{
     Admission, BatchStore, Caller, CallerClass, Caps, Config, FetchError, Hooks, JobMachine,
@@ -18,6 +19,7 @@ use rota_core::{
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -60,6 +62,9 @@ struct Inner {
     epoch: Instant,
     state: Mutex<State>,
     wake: Notify,
+    /// Workers between arming `wake` and waking from it: a change that may give them work
+    /// notifies only while this is not 0 (see [`Inner::wake_idle`]).
+    idle: AtomicUsize,
     cancel: CancellationToken,
     closing: AtomicBool,
     closed: Arc<watch::Sender<bool>>,
@@ -68,7 +73,7 @@ struct Inner {
 
 struct State {
     machine: JobMachine,
-    callers: HashMap<JobKey, Arc<Caller>>,
+    callers: HashMap<JobKey, Arc<Caller>, BuildHasherDefault<KeyHasher>>,
 }
 
 impl std::fmt::Debug for Runner {
@@ -108,9 +113,10 @@ impl Runner {
             epoch: Instant::now(),
             state: Mutex::new(State {
                 machine: JobMachine::new(MachineConfig::from(&cfg)),
-                callers: HashMap::new(),
+                callers: HashMap::default(),
             }),
             wake: Notify::new(),
+            idle: AtomicUsize::new(0),
             cancel: CancellationToken::new(),
             closing: AtomicBool::new(false),
             closed: Arc::new(watch::Sender::new(false)),
@@ -157,7 +163,7 @@ impl Runner {
             targets: rows,
             now,
         };
-        match inner.store.admit(&job, &inner.caps).await? {
+        match inner.store().admit(&job, &inner.caps).await? {
             Admission::Reused { id } => {
                 debug!(job = %id, "submit reused a job");
                 inner.hook(|h| h.job(JobOutcome::Reused));
@@ -185,12 +191,12 @@ impl Runner {
                 }
                 debug!(job = %job.id, targets = job.targets.len(), "job created");
                 inner.hook(|h| h.job(JobOutcome::Created));
-                match inner.store.sweep(now, inner.caps.ttl_secs).await {
+                match inner.store().sweep(now, inner.caps.ttl_secs).await {
                     Ok(0) => {}
                     Ok(n) => debug!(jobs = n, "swept expired jobs"),
                     Err(e) => warn!(job = %job.id, error = %e, "store: sweep failed"),
                 }
-                inner.wake.notify_waiters();
+                inner.wake_idle();
                 Ok(Submitted {
                     id: job.id,
                     reused: false,
@@ -225,13 +231,13 @@ impl Runner {
             h.job(JobOutcome::Cancelled);
             h.job_seconds(c.elapsed);
         });
-        inner.wake.notify_waiters();
+        inner.wake_idle();
         true
     }
 
     /// The stored job `id` and its targets (results decoded), or `None`. Writes nothing.
     pub async fn status(&self, id: &str) -> Result<Option<JobView>, StoreError> {
-        let store = &self.inner.store;
+        let store = self.inner.store();
         let Some(job) = store.job(id).await? else {
             return Ok(None);
         };
@@ -246,7 +252,7 @@ impl Runner {
     /// an owner's read.
     pub async fn touch(&self, id: &str) {
         let now = self.inner.cfg.clock.now_unix();
-        match self.inner.store.touch(id, now).await {
+        match self.inner.store().touch(id, now).await {
             Ok(true) => {}
             Ok(false) => debug!(job = %id, "touch: no such job"),
             Err(e) => warn!(job = %id, error = %e, "store: touch failed"),
@@ -281,39 +287,54 @@ async fn worker(inner: Arc<Inner>, n: usize) {
     loop {
         // The fast path: take work without arming a wake-up.
         match inner.next_work() {
-            Next::Work(d, caller) => {
-                inner.run_target(d, caller).await;
+            Next::Work(w) => {
+                inner.run_target(w).await;
                 continue;
             }
             Next::Stop => break,
             Next::Idle(_) => {}
         }
-        // Nothing due: arm the wake-up, then ask again, so that a submit, cancel or stored
-        // outcome between the two questions is not lost.
+        // Nothing due: arm the wake-up, count this worker idle, then ask again, so that a
+        // submit, cancel or stored outcome between the two questions is not lost: its state
+        // change either comes before this question (which then sees it) or after, and then its
+        // `wake_idle` sees the count (both orders are fixed by the state lock).
         let notified = inner.wake.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        match inner.next_work() {
-            Next::Work(d, caller) => inner.run_target(d, caller).await,
-            Next::Stop => break,
-            Next::Idle(timeout) => {
-                // A retry time too far to represent is never.
-                let deadline = timeout.and_then(|t| inner.epoch.checked_add(t));
-                tokio::select! {
-                    () = &mut notified => {}
-                    () = sleep_until(deadline) => {}
-                    () = inner.cancel.cancelled() => {}
-                }
+        inner.idle.fetch_add(1, Ordering::SeqCst);
+        let next = inner.next_work();
+        if let Next::Idle(timeout) = next {
+            // A retry time too far to represent is never.
+            let deadline = timeout.and_then(|t| inner.epoch.checked_add(t));
+            tokio::select! {
+                () = &mut notified => {}
+                () = sleep_until(deadline) => {}
+                () = inner.cancel.cancelled() => {}
             }
+        }
+        inner.idle.fetch_sub(1, Ordering::SeqCst);
+        match next {
+            Next::Work(w) => inner.run_target(w).await,
+            Next::Stop => break,
+            Next::Idle(_) => {}
         }
     }
     debug!(worker = n, "worker stopped");
 }
 
+/// A dispatched target, ready to run.
+struct Work {
+    d: Dispatch,
+    /// The caller of its job (held since the submit).
+    caller: Option<Arc<Caller>>,
+    /// The machine's time of the dispatch: the fetch's duration counts from here.
+    at: Duration,
+}
+
 /// What a worker is to do next.
 enum Next {
     /// Fetch this target for this caller.
-    Work(Dispatch, Option<Arc<Caller>>),
+    Work(Work),
     /// Nothing is due; the machine's next retry time, if any.
     Idle(Option<Duration>),
     /// The runner is closing.
@@ -385,19 +406,35 @@ impl Inner {
         lock(&self.state)
     }
 
+    /// The store itself: its methods called on the `Arc` would go through the `Arc<S>`
+    /// forwarder, one more boxed future per call.
+    fn store(&self) -> &dyn BatchStore {
+        &*self.store
+    }
+
     /// Asks the machine for the next target to fetch.
     fn next_work(&self) -> Next {
         let mut st = self.lock();
         if st.machine.is_closed() || self.cancel.is_cancelled() {
             return Next::Stop;
         }
-        match st.machine.poll_dispatch(self.mono()) {
+        let at = self.mono();
+        match st.machine.poll_dispatch(at) {
             Some(d) => {
                 let caller = st.callers.get(&d.key).cloned();
                 self.drain(&mut st);
-                Next::Work(d, caller)
+                Next::Work(Work { d, caller, at })
             }
             None => Next::Idle(st.machine.poll_timeout()),
+        }
+    }
+
+    /// Wakes the idle workers, if any, after a change that may give them work (or a nearer
+    /// retry time). A worker counts itself idle before its last look at the state, under the
+    /// state lock, so a change made under that lock before this call is never missed.
+    fn wake_idle(&self) {
+        if self.idle.load(Ordering::SeqCst) > 0 {
+            self.wake.notify_waiters();
         }
     }
 
@@ -428,7 +465,7 @@ impl Inner {
 
     async fn set_status(&self, id: &str, status: JobStatus, error: &str) {
         let now = self.cfg.clock.now_unix();
-        match self.store.set_status(id, status, error, now).await {
+        match self.store().set_status(id, status, error, now).await {
             Ok(true) => {}
             Ok(false) => debug!(job = %id, %status, "status unchanged: job missing or final"),
             Err(e) => warn!(job = %id, %status, error = %e, "store: set status failed"),
@@ -450,18 +487,18 @@ impl Inner {
     }
 
     /// Starts, fetches and stores one dispatched target, then reports it.
-    async fn run_target(&self, d: Dispatch, caller: Option<Arc<Caller>>) {
-        let started = Instant::now();
+    async fn run_target(&self, w: Work) {
+        let Work { d, caller, at } = w;
         let fetched = self.fetch_one(&d, caller).await;
-        let elapsed = started.elapsed();
 
-        let completion = {
+        let (completion, elapsed) = {
             let mut st = self.lock();
+            let now = self.mono();
             let c = st
                 .machine
-                .handle_outcome(d.key, d.idx, fetched.outcome, self.mono());
+                .handle_outcome(d.key, d.idx, fetched.outcome, now);
             self.drain(&mut st);
-            c
+            (c, now.saturating_sub(at))
         };
         let Completion { store, terminal } = match completion {
             Ok(c) => c,
@@ -480,7 +517,7 @@ impl Inner {
             .map(|t| t.status);
         let now = self.cfg.clock.now_unix();
         let stored = match self
-            .store
+            .store()
             .finish_target(&d.id, d.idx, &write, now, finish)
             .await
         {
@@ -527,7 +564,7 @@ impl Inner {
 
         if store.is_final() {
             self.hook(|h| h.target(fetched.err.as_ref(), elapsed, fetched.result_bytes));
-            match self.store.evict(self.cfg.max_bytes).await {
+            match self.store().evict(self.cfg.max_bytes).await {
                 Ok(0) => {}
                 Ok(n) => debug!(jobs = n, "evicted terminal jobs over the byte budget"),
                 Err(e) => warn!(job = %d.id, error = %e, "store: evict failed"),
@@ -536,13 +573,13 @@ impl Inner {
         for t in terminal.iter().chain(closed.iter()) {
             self.report_terminal(t);
         }
-        self.wake.notify_waiters();
+        self.wake_idle();
     }
 
     /// Marks the target running and fetches it, catching a panic.
     async fn fetch_one(&self, d: &Dispatch, caller: Option<Arc<Caller>>) -> Fetched {
         let now = self.cfg.clock.now_unix();
-        let row = match self.store.start_target(&d.id, d.idx, now).await {
+        let row = match self.store().start_target(&d.id, d.idx, now).await {
             Ok(Some(row)) => row,
             Ok(None) => {
                 warn!(job = %d.id, idx = d.idx, "store: target missing, not fetched");
@@ -556,11 +593,19 @@ impl Inner {
         if d.first {
             debug!(job = %d.id, "job running");
         }
-        let options = match Options::from_json(&row.options) {
-            Ok(o) => o,
-            Err(e) => {
-                warn!(job = %d.id, idx = d.idx, "stored options could not be decoded");
-                return Fetched::failed(FetchError::Other(format!("corrupt stored options: {e}")));
+        // Most targets have no options: the JSON of the default ones (what Options::to_json
+        // writes for them) needs no parse.
+        let options = if row.options == "{}" {
+            Options::default()
+        } else {
+            match Options::from_json(&row.options) {
+                Ok(o) => o,
+                Err(e) => {
+                    warn!(job = %d.id, idx = d.idx, "stored options could not be decoded");
+                    return Fetched::failed(FetchError::Other(format!(
+                        "corrupt stored options: {e}"
+                    )));
+                }
             }
         };
         let Some(caller) = caller else {
