@@ -44,7 +44,7 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::error::ctx;
-use crate::ops;
+use crate::ops::Tally;
 use crate::schema::{self, Found};
 use crate::store::{SqliteOptions, Synchronous};
 
@@ -205,12 +205,12 @@ fn sidecar(path: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// A file opened by [`open_file`]: its connection, its claim and the total of its jobs' bytes,
-/// summed while it was checked.
+/// A file opened by [`open_file`]: its connection, its claim and its tally (bytes and live
+/// counts), read while it was checked.
 pub(crate) struct Opened {
     pub(crate) conn: Connection,
     pub(crate) claim: Claim,
-    pub(crate) total_bytes: u64,
+    pub(crate) tally: Tally,
 }
 
 /// Opens (or creates) the rota store at `path` and makes this connection its one owner.
@@ -245,7 +245,7 @@ pub(crate) fn open_file(path: &Path, opts: SqliteOptions) -> Result<Opened, Stor
             io::Error::other(format!("SQLite kept locking mode {mode:?}")),
         ));
     }
-    let (found, total_bytes) = {
+    let (found, tally) = {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Deferred)
             .map_err(|e| locked(&shown, e))?;
@@ -253,12 +253,12 @@ pub(crate) fn open_file(path: &Path, opts: SqliteOptions) -> Result<Opened, Stor
         tx.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0))
             .map_err(|e| locked(&shown, e))?;
         let found = schema::check(&tx, &shown)?;
-        let total = match found {
-            Found::New => 0,
-            Found::Rota => ops::sum_bytes(&tx)?,
+        let tally = match found {
+            Found::New => Tally::default(),
+            Found::Rota => Tally::read(&tx)?,
         };
         tx.commit().map_err(|e| locked(&shown, e))?;
-        (found, total)
+        (found, tally)
     };
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, false)
         .map_err(ctx("restoring the checkpoint on close"))?;
@@ -288,11 +288,7 @@ pub(crate) fn open_file(path: &Path, opts: SqliteOptions) -> Result<Opened, Stor
         ));
     }
     tune(&conn, opts.synchronous)?;
-    Ok(Opened {
-        conn,
-        claim,
-        total_bytes,
-    })
+    Ok(Opened { conn, claim, tally })
 }
 
 /// The error of taking the file's lock: busy means another owner.

@@ -5,6 +5,8 @@
 //! [`TargetRow::apply`], [`TargetRow::n_bytes`], [`reusable`], [`may_transition`],
 //! [`sweepable`]'s cutoff), so the counts agree byte for byte with every other backend.
 
+use std::collections::HashMap;
+
 use rota_core::{
     Admission, CallerClass, Caps, JobRow, JobStatus, NewJob, StoreError, TargetRow, TargetState,
     TargetWrite, may_transition, reusable,
@@ -52,12 +54,76 @@ const RECOVER: &str = concat!(
     "UPDATE jobs SET status = 'failed', error = ?1, lease = ?2 WHERE ",
     live!()
 );
-const LIVE_CALLER: &str = concat!(
-    "SELECT count(*) FROM jobs WHERE ",
+const LIVE_BY_CALLER: &str = concat!(
+    "SELECT caller, count(*) FROM jobs WHERE ",
     live!(),
-    " AND caller = ?1"
+    " GROUP BY caller"
 );
-const LIVE_ALL: &str = concat!("SELECT count(*) FROM jobs WHERE ", live!());
+
+/// What the store keeps in memory about its file, read once at open and then moved by each
+/// commit that changes it (after the commit, so a rolled-back write moves nothing): the file
+/// has one owner, so no other writer can change it, and no write pays for a counter row, nor
+/// a cap check for a count over the live jobs.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Tally {
+    /// The sum of every job's `n_bytes`.
+    pub(crate) bytes: u64,
+    /// The number of live (queued or running) jobs.
+    pub(crate) live: usize,
+    /// The number of live jobs of each caller that has any.
+    pub(crate) live_by_caller: HashMap<String, usize>,
+}
+
+impl Tally {
+    /// Reads the tally of the store behind `conn` (once, at open).
+    pub(crate) fn read(conn: &Connection) -> Result<Tally, StoreError> {
+        let bytes = conn
+            .query_row("SELECT coalesce(sum(n_bytes), 0) FROM jobs", [], |r| {
+                r.get(0)
+            })
+            .map_err(ctx("summing the stored bytes"))?;
+        let e = ctx("counting live jobs");
+        let mut live_by_caller = HashMap::new();
+        let mut stmt = conn.prepare(LIVE_BY_CALLER).map_err(&e)?;
+        let mut rows = stmt.query([]).map_err(&e)?;
+        while let Some(r) = rows.next().map_err(&e)? {
+            let n: usize = r.get(1).map_err(&e)?;
+            live_by_caller.insert(r.get(0).map_err(&e)?, n);
+        }
+        Ok(Tally {
+            bytes,
+            live: live_by_caller.values().sum(),
+            live_by_caller,
+        })
+    }
+
+    /// The live jobs of `caller`, or of all callers.
+    pub(crate) fn live_of(&self, caller: Option<&str>) -> usize {
+        match caller {
+            Some(c) => self.live_by_caller.get(c).copied().unwrap_or(0),
+            None => self.live,
+        }
+    }
+
+    fn move_bytes(&mut self, delta: i128) {
+        self.bytes = shift(self.bytes, delta);
+    }
+
+    fn job_started(&mut self, caller: &str) {
+        self.live += 1;
+        *self.live_by_caller.entry(caller.to_owned()).or_insert(0) += 1;
+    }
+
+    fn job_ended(&mut self, caller: &str) {
+        self.live = self.live.saturating_sub(1);
+        if let Some(n) = self.live_by_caller.get_mut(caller) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.live_by_caller.remove(caller);
+            }
+        }
+    }
+}
 
 fn write_tx<'c>(
     conn: &'c mut Connection,
@@ -115,7 +181,7 @@ fn target_row(r: &Row<'_>, first: usize) -> rusqlite::Result<TargetRow> {
 
 pub(crate) fn admit(
     conn: &mut Connection,
-    total: &mut u64,
+    tally: &mut Tally,
     job: &NewJob,
     caps: &Caps,
 ) -> Result<Admission, StoreError> {
@@ -140,10 +206,10 @@ pub(crate) fn admit(
             got: job.targets.len(),
         });
     }
-    if live_in(&tx, Some(&job.caller))? >= caps.jobs_per_caller {
+    if tally.live_of(Some(&job.caller)) >= caps.jobs_per_caller {
         return Ok(Admission::CallerBusy);
     }
-    if live_in(&tx, None)? >= caps.jobs_total {
+    if tally.live_of(None) >= caps.jobs_total {
         return Ok(Admission::Busy);
     }
     let exists = tx
@@ -202,7 +268,8 @@ pub(crate) fn admit(
         }
     }
     tx.commit().map_err(&e)?;
-    *total = shift(*total, i128::from(row.n_bytes));
+    tally.move_bytes(i128::from(row.n_bytes));
+    tally.job_started(&job.caller);
     Ok(Admission::Created)
 }
 
@@ -254,7 +321,8 @@ fn locate(
 }
 
 /// Applies `write` to the located target and the job's counts and lease, inside `tx`.
-/// Returns the row as stored and the job's status after `status` (if any) was applied.
+/// Returns the row as stored, the change of the job's bytes, and the job's caller if `status`
+/// moved the job from live to terminal.
 fn store_target(
     tx: &Transaction<'_>,
     mut at: Located,
@@ -262,7 +330,7 @@ fn store_target(
     now: i64,
     status: Option<JobStatus>,
     what: &'static str,
-) -> Result<(TargetRow, i128), StoreError> {
+) -> Result<(TargetRow, i128, Option<String>), StoreError> {
     let e = ctx(what);
     let (bytes_before, done_before) = (at.target.n_bytes(), at.target.status.is_finished());
     at.target.apply(write);
@@ -304,12 +372,22 @@ fn store_target(
         .and_then(|mut s| s.execute(params![now, delta_done, bytes, at.seq, new_status.as_str()]))
         .map_err(&e)?;
     }
-    Ok((at.target, delta_bytes))
+    // The caller is read only when a job ends, once per job.
+    let ended = if at.status.is_live() && new_status.is_terminal() {
+        Some(
+            tx.prepare_cached("SELECT caller FROM jobs WHERE seq = ?1")
+                .and_then(|mut s| s.query_row([at.seq], |r| r.get(0)))
+                .map_err(&e)?,
+        )
+    } else {
+        None
+    };
+    Ok((at.target, delta_bytes, ended))
 }
 
 pub(crate) fn start_target(
     conn: &mut Connection,
-    total: &mut u64,
+    tally: &mut Tally,
     id: &str,
     idx: usize,
     now: i64,
@@ -320,15 +398,18 @@ pub(crate) fn start_target(
         return Ok(None);
     };
     let running = Some(JobStatus::Running);
-    let (row, delta) = store_target(&tx, at, &TargetWrite::Running, now, running, WHAT)?;
+    let (row, delta, ended) = store_target(&tx, at, &TargetWrite::Running, now, running, WHAT)?;
     tx.commit().map_err(ctx(WHAT))?;
-    *total = shift(*total, delta);
+    tally.move_bytes(delta);
+    if let Some(caller) = ended {
+        tally.job_ended(&caller);
+    }
     Ok(Some(row))
 }
 
 pub(crate) fn finish_target(
     conn: &mut Connection,
-    total: &mut u64,
+    tally: &mut Tally,
     id: &str,
     idx: usize,
     write: &TargetWrite,
@@ -340,14 +421,18 @@ pub(crate) fn finish_target(
     let Some(at) = locate(&tx, id, idx, WHAT)? else {
         return Ok(false);
     };
-    let (_, delta) = store_target(&tx, at, write, now, finish, WHAT)?;
+    let (_, delta, ended) = store_target(&tx, at, write, now, finish, WHAT)?;
     tx.commit().map_err(ctx(WHAT))?;
-    *total = shift(*total, delta);
+    tally.move_bytes(delta);
+    if let Some(caller) = ended {
+        tally.job_ended(&caller);
+    }
     Ok(true)
 }
 
 pub(crate) fn set_status(
     conn: &mut Connection,
+    tally: &mut Tally,
     id: &str,
     status: JobStatus,
     error: &str,
@@ -356,13 +441,18 @@ pub(crate) fn set_status(
     let e = ctx("setting a job's status");
     let tx = write_tx(conn, "setting a job's status")?;
     let from = tx
-        .prepare_cached("SELECT status FROM jobs WHERE id = ?1")
+        .prepare_cached("SELECT status, caller FROM jobs WHERE id = ?1")
         .and_then(|mut s| {
-            s.query_row([id], |r| name(r, 0, "job status", JobStatus::parse))
-                .optional()
+            s.query_row([id], |r| {
+                Ok((
+                    name(r, 0, "job status", JobStatus::parse)?,
+                    r.get::<_, String>(1)?,
+                ))
+            })
+            .optional()
         })
         .map_err(&e)?;
-    let Some(from) = from else {
+    let Some((from, caller)) = from else {
         return Ok(false);
     };
     if !may_transition(from, status) {
@@ -372,6 +462,9 @@ pub(crate) fn set_status(
         .and_then(|mut s| s.execute(params![status.as_str(), error, now, id]))
         .map_err(&e)?;
     tx.commit().map_err(&e)?;
+    if from.is_live() && status.is_terminal() {
+        tally.job_ended(&caller);
+    }
     Ok(true)
 }
 
@@ -385,7 +478,7 @@ pub(crate) fn touch(conn: &Connection, id: &str, now: i64) -> Result<bool, Store
 
 pub(crate) fn sweep(
     conn: &mut Connection,
-    total: &mut u64,
+    tally: &mut Tally,
     now: i64,
     ttl_secs: i64,
 ) -> Result<usize, StoreError> {
@@ -410,22 +503,23 @@ pub(crate) fn sweep(
         freed += i128::from(n_bytes);
     }
     tx.commit().map_err(&e)?;
-    *total = shift(*total, -freed);
+    // Only terminal jobs are swept: the live counts stay.
+    tally.move_bytes(-freed);
     Ok(due.len())
 }
 
 pub(crate) fn evict(
     conn: &mut Connection,
-    total: &mut u64,
+    tally: &mut Tally,
     max_bytes: u64,
 ) -> Result<usize, StoreError> {
     const WHAT: &str = "evicting old jobs";
     let e = ctx(WHAT);
-    if *total <= max_bytes {
+    if tally.bytes <= max_bytes {
         return Ok(0);
     }
     let tx = write_tx(conn, WHAT)?;
-    let (mut left, mut deleted) = (*total, 0);
+    let (mut left, mut deleted) = (tally.bytes, 0);
     while left > max_bytes {
         let oldest: Option<(i64, u64)> = tx
             .prepare_cached(EVICT_OLDEST)
@@ -439,7 +533,8 @@ pub(crate) fn evict(
         deleted += 1;
     }
     tx.commit().map_err(&e)?;
-    *total = left;
+    // Only terminal jobs are evicted: the live counts stay.
+    tally.bytes = left;
     Ok(deleted)
 }
 
@@ -455,38 +550,20 @@ fn delete(tx: &Transaction<'_>, seq: i64, what: &'static str) -> Result<(), Stor
     Ok(())
 }
 
-pub(crate) fn recover(conn: &mut Connection, error: &str, now: i64) -> Result<usize, StoreError> {
-    conn.prepare_cached(RECOVER)
+pub(crate) fn recover(
+    conn: &mut Connection,
+    tally: &mut Tally,
+    error: &str,
+    now: i64,
+) -> Result<usize, StoreError> {
+    // One statement: SQLite runs it as its own transaction. Every live job is now failed.
+    let n = conn
+        .prepare_cached(RECOVER)
         .and_then(|mut s| s.execute(params![error, now]))
-        .map_err(ctx("recovering live jobs"))
-}
-
-pub(crate) fn live_jobs(conn: &Connection, caller: Option<&str>) -> Result<usize, StoreError> {
-    live_in(conn, caller)
-}
-
-/// The live jobs of `caller` (or all), counted in the `jobs_live` index.
-fn live_in(conn: &Connection, caller: Option<&str>) -> Result<usize, StoreError> {
-    let e = ctx("counting live jobs");
-    match caller {
-        Some(c) => conn
-            .prepare_cached(LIVE_CALLER)
-            .and_then(|mut s| s.query_row([c], |r| r.get(0))),
-        None => conn
-            .prepare_cached(LIVE_ALL)
-            .and_then(|mut s| s.query_row([], |r| r.get(0))),
-    }
-    .map_err(e)
-}
-
-/// The sum of every job's `n_bytes`, read once when a store opens. From then on the store
-/// keeps the total in memory, changed after each commit that changes it: the file has one
-/// owner, so no other writer can move it, and no write pays for a counter row.
-pub(crate) fn sum_bytes(conn: &Connection) -> Result<u64, StoreError> {
-    conn.query_row("SELECT coalesce(sum(n_bytes), 0) FROM jobs", [], |r| {
-        r.get(0)
-    })
-    .map_err(ctx("summing the stored bytes"))
+        .map_err(ctx("recovering live jobs"))?;
+    tally.live = 0;
+    tally.live_by_caller.clear();
+    Ok(n)
 }
 
 /// `total` moved by `delta`, never below 0.
@@ -529,6 +606,100 @@ mod tests {
             .unwrap()
     }
 
+    fn new_job(n: u32, caller: &str) -> NewJob {
+        NewJob {
+            id: format!("{n:032x}"),
+            caller: caller.into(),
+            class: CallerClass::Fleet,
+            idem_key: format!("key-{n}"),
+            targets: vec![("u0".into(), "{}".into()), ("u1".into(), "{}".into())],
+            now: 100,
+        }
+    }
+
+    /// The kept tally after every kind of write agrees with one read afresh from the rows.
+    #[test]
+    fn the_kept_tally_matches_a_recount_after_every_write() {
+        let mut conn = crate::open::open_memory().unwrap();
+        let mut tally = Tally::read(&conn).unwrap();
+        assert_eq!(tally, Tally::default());
+        let caps = Caps {
+            targets_per_job: 32,
+            jobs_per_caller: 2,
+            jobs_total: 3,
+            ttl_secs: 10,
+        };
+        let check = |conn: &Connection, tally: &Tally, live: usize, a: usize, b: usize| {
+            assert_eq!(*tally, Tally::read(conn).unwrap());
+            assert_eq!(
+                (
+                    tally.live_of(None),
+                    tally.live_of(Some("a")),
+                    tally.live_of(Some("b"))
+                ),
+                (live, a, b)
+            );
+        };
+        let done = TargetWrite::Done {
+            result: r#"{"content":"ok"}"#.into(),
+        };
+        for (n, caller) in [(1, "a"), (2, "a"), (3, "b")] {
+            let job = new_job(n, caller);
+            assert_eq!(
+                admit(&mut conn, &mut tally, &job, &caps).unwrap(),
+                Admission::Created
+            );
+        }
+        check(&conn, &tally, 3, 2, 1);
+        // The caps are read from the tally.
+        let over = new_job(4, "a");
+        assert_eq!(
+            admit(&mut conn, &mut tally, &over, &caps).unwrap(),
+            Admission::CallerBusy
+        );
+        let over = new_job(4, "c");
+        assert_eq!(
+            admit(&mut conn, &mut tally, &over, &caps).unwrap(),
+            Admission::Busy
+        );
+        check(&conn, &tally, 3, 2, 1);
+        // start (queued → running) keeps the counts; a finish ends the job.
+        let id1 = format!("{:032x}", 1);
+        start_target(&mut conn, &mut tally, &id1, 0, 101).unwrap();
+        check(&conn, &tally, 3, 2, 1);
+        finish_target(&mut conn, &mut tally, &id1, 0, &done, 101, None).unwrap();
+        finish_target(
+            &mut conn,
+            &mut tally,
+            &id1,
+            1,
+            &done,
+            101,
+            Some(JobStatus::Done),
+        )
+        .unwrap();
+        check(&conn, &tally, 2, 1, 1);
+        // A second terminal status changes nothing; set_status ends a live job once.
+        assert!(!set_status(&mut conn, &mut tally, &id1, JobStatus::Failed, "x", 102).unwrap());
+        let id3 = format!("{:032x}", 3);
+        assert!(set_status(&mut conn, &mut tally, &id3, JobStatus::Cancelled, "", 102).unwrap());
+        check(&conn, &tally, 1, 1, 0);
+        // Sweep and evict delete terminal jobs only.
+        assert_eq!(sweep(&mut conn, &mut tally, 1_000, 10).unwrap(), 2);
+        check(&conn, &tally, 1, 1, 0);
+        assert_eq!(evict(&mut conn, &mut tally, 0).unwrap(), 0);
+        check(&conn, &tally, 1, 1, 0);
+        // Recovery fails every live job.
+        assert_eq!(
+            recover(&mut conn, &mut tally, "interrupted", 103).unwrap(),
+            1
+        );
+        check(&conn, &tally, 0, 0, 0);
+        assert_eq!(evict(&mut conn, &mut tally, 0).unwrap(), 1);
+        check(&conn, &tally, 0, 0, 0);
+        assert_eq!(tally.bytes, 0);
+    }
+
     #[test]
     fn every_lookup_is_served_by_an_index_never_a_table_scan() {
         let conn = crate::open::open_memory().unwrap();
@@ -540,8 +711,7 @@ mod tests {
             (SWEEP_DUE, "jobs_sweep"),
             (EVICT_OLDEST, "jobs_evict"),
             (RECOVER, "jobs_live"),
-            (LIVE_CALLER, "jobs_live"),
-            (LIVE_ALL, "jobs_live"),
+            (LIVE_BY_CALLER, "jobs_live"),
         ];
         for (sql, index) in want {
             let steps = plan(&conn, sql);

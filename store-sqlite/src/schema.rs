@@ -21,12 +21,13 @@ const TABLES: [&str; 2] = ["jobs", "targets"];
 /// - `jobs.seq` is an `INTEGER PRIMARY KEY` (a rowid alias, so it survives `VACUUM`) that the
 ///   targets point at: an 8-byte key instead of the 32-character id in every target row.
 /// - `jobs_by_key` serves the idempotency lookup: the jobs of one caller and key, newest last.
-/// - `jobs_live` holds only queued and running jobs, so the caps count the live jobs (at most
-///   `jobs_total` of them) and never the table; recovery finds them the same way.
+/// - `jobs_live` holds only queued and running jobs: the live counts are read from it once at
+///   open (and then kept in memory, see below), and recovery finds the live jobs by it.
 /// - `jobs_sweep` and `jobs_evict` hold only terminal jobs, ordered as sweep and evict take
 ///   them, so both stop at once when nothing is due.
 /// - the total of every job's `n_bytes` is summed once at open and then kept in memory (see
-///   `ops::sum_bytes`), so `total_bytes` and the evict check read no row at all.
+///   `ops::Tally`), so `total_bytes` and the evict check read no row at all, and neither do
+///   the cap checks (the live counts are kept beside it).
 /// - targets are a rowid table (their results may be mebibytes; `WITHOUT ROWID` suits small
 ///   rows only) keyed by `(job, idx)`.
 const DDL: &str = "

@@ -11,7 +11,7 @@ use rota_core::{
 use rusqlite::Connection;
 
 use crate::open::{self, Claim};
-use crate::ops;
+use crate::ops::{self, Tally};
 
 /// How hard a commit pushes to the disk (`PRAGMA synchronous`), in WAL mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -62,17 +62,18 @@ pub struct SqliteStore {
     _claim: Option<Claim>,
 }
 
-/// What the mutex guards: the connection, and the total of every job's `n_bytes` (see
-/// `ops::sum_bytes`: summed at open, then kept by each commit that changes it).
+/// What the mutex guards: the connection, and its tally, the total of every job's `n_bytes`
+/// and the live jobs' counts (see `ops::Tally`: read at open, then kept by each commit that
+/// changes it).
 struct Db {
     conn: Connection,
-    total_bytes: u64,
+    tally: Tally,
 }
 
 impl Db {
     fn new(conn: Connection) -> Result<Db, StoreError> {
-        let total_bytes = ops::sum_bytes(&conn)?;
-        Ok(Db { conn, total_bytes })
+        let tally = Tally::read(&conn)?;
+        Ok(Db { conn, tally })
     }
 }
 
@@ -92,7 +93,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             db: Mutex::new(Db {
                 conn: opened.conn,
-                total_bytes: opened.total_bytes,
+                tally: opened.tally,
             }),
             _claim: Some(opened.claim),
         })
@@ -133,7 +134,7 @@ impl fmt::Debug for SqliteStore {
 impl BatchStore for SqliteStore {
     async fn admit(&self, job: &NewJob, caps: &Caps) -> Result<Admission, StoreError> {
         let db = &mut *self.db();
-        ops::admit(&mut db.conn, &mut db.total_bytes, job, caps)
+        ops::admit(&mut db.conn, &mut db.tally, job, caps)
     }
 
     async fn job(&self, id: &str) -> Result<Option<JobRow>, StoreError> {
@@ -151,7 +152,7 @@ impl BatchStore for SqliteStore {
         now: i64,
     ) -> Result<Option<TargetRow>, StoreError> {
         let db = &mut *self.db();
-        ops::start_target(&mut db.conn, &mut db.total_bytes, id, idx, now)
+        ops::start_target(&mut db.conn, &mut db.tally, id, idx, now)
     }
 
     async fn finish_target(
@@ -163,15 +164,7 @@ impl BatchStore for SqliteStore {
         finish: Option<JobStatus>,
     ) -> Result<bool, StoreError> {
         let db = &mut *self.db();
-        ops::finish_target(
-            &mut db.conn,
-            &mut db.total_bytes,
-            id,
-            idx,
-            write,
-            now,
-            finish,
-        )
+        ops::finish_target(&mut db.conn, &mut db.tally, id, idx, write, now, finish)
     }
 
     async fn set_status(
@@ -181,7 +174,8 @@ impl BatchStore for SqliteStore {
         error: &str,
         now: i64,
     ) -> Result<bool, StoreError> {
-        ops::set_status(&mut self.db().conn, id, status, error, now)
+        let db = &mut *self.db();
+        ops::set_status(&mut db.conn, &mut db.tally, id, status, error, now)
     }
 
     async fn touch(&self, id: &str, now: i64) -> Result<bool, StoreError> {
@@ -190,23 +184,24 @@ impl BatchStore for SqliteStore {
 
     async fn sweep(&self, now: i64, ttl_secs: i64) -> Result<usize, StoreError> {
         let db = &mut *self.db();
-        ops::sweep(&mut db.conn, &mut db.total_bytes, now, ttl_secs)
+        ops::sweep(&mut db.conn, &mut db.tally, now, ttl_secs)
     }
 
     async fn evict(&self, max_bytes: u64) -> Result<usize, StoreError> {
         let db = &mut *self.db();
-        ops::evict(&mut db.conn, &mut db.total_bytes, max_bytes)
+        ops::evict(&mut db.conn, &mut db.tally, max_bytes)
     }
 
     async fn recover(&self, error: &str, now: i64) -> Result<usize, StoreError> {
-        ops::recover(&mut self.db().conn, error, now)
+        let db = &mut *self.db();
+        ops::recover(&mut db.conn, &mut db.tally, error, now)
     }
 
     async fn live_jobs(&self, caller: Option<&str>) -> Result<usize, StoreError> {
-        ops::live_jobs(&self.db().conn, caller)
+        Ok(self.db().tally.live_of(caller))
     }
 
     async fn total_bytes(&self) -> Result<u64, StoreError> {
-        Ok(self.db().total_bytes)
+        Ok(self.db().tally.bytes)
     }
 }
