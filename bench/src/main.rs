@@ -48,6 +48,8 @@ struct Plan {
     scale: f64,
     /// The backends of the runner and history rows (`--backend=NAME`).
     backends: Vec<Backend>,
+    /// Only the runner rows of this many live jobs (`--live=N`).
+    live: Option<usize>,
 }
 
 /// The runner rows of one backend.
@@ -59,8 +61,12 @@ struct BackendPlan {
     targets: usize,
     /// Whether the rows of 10 000 live jobs run (they measure 10 000 × `per_job` targets).
     big: bool,
-    /// Each figure is the best of this many runs (the least disturbed by other load).
+    /// Each figure is the best of this many runs (the least disturbed by other load); the runs
+    /// of a row's raw loop and runners take turns, so a slow spell of the machine falls on
+    /// both columns alike.
     tries: usize,
+    /// `tries` for the rows of 10 000 live jobs (each run is 10 000 × `per_job` targets).
+    big_tries: usize,
     /// Targets of the unreported warm-up (raw and runner) before the backend's first row.
     warm: usize,
 }
@@ -93,6 +99,7 @@ fn plan(quick: bool) -> Plan {
                     targets: 64_000,
                     big: true,
                     tries: 1,
+                    big_tries: 1,
                     warm: 20_000,
                 },
                 Backend::Sqlite => BackendPlan {
@@ -100,6 +107,7 @@ fn plan(quick: bool) -> Plan {
                     targets: 8_000,
                     big: false,
                     tries: 1,
+                    big_tries: 1,
                     warm: 1_000,
                 },
                 Backend::Redb => BackendPlan {
@@ -107,6 +115,7 @@ fn plan(quick: bool) -> Plan {
                     targets: 400,
                     big: false,
                     tries: 1,
+                    big_tries: 1,
                     warm: 200,
                 },
             },
@@ -118,6 +127,7 @@ fn plan(quick: bool) -> Plan {
             only: None,
             scale: 1.0,
             backends: Vec::new(),
+            live: None,
         }
     } else {
         Plan {
@@ -128,21 +138,24 @@ fn plan(quick: bool) -> Plan {
                     per_job: 32,
                     targets: 320_000,
                     big: true,
-                    tries: 2,
+                    tries: 5,
+                    big_tries: 3,
                     warm: 50_000,
                 },
                 Backend::Sqlite => BackendPlan {
                     per_job: 8,
                     targets: 16_000,
                     big: true,
-                    tries: 1,
+                    tries: 3,
+                    big_tries: 2,
                     warm: 2_000,
                 },
                 Backend::Redb => BackendPlan {
                     per_job: 1,
                     targets: 1_000,
                     big: true,
-                    tries: 1,
+                    tries: 5,
+                    big_tries: 2,
                     warm: 200,
                 },
             },
@@ -154,6 +167,7 @@ fn plan(quick: bool) -> Plan {
             only: None,
             scale: 1.0,
             backends: Vec::new(),
+            live: None,
         }
     }
 }
@@ -163,6 +177,7 @@ fn main() {
     let mut only = None;
     let mut scale = 1.0f64;
     let mut backends = Backend::ALL.to_vec();
+    let mut live = None;
     for a in &args {
         if let Some(b) = a.strip_prefix("--only=")
             && BENCHES.contains(&b)
@@ -172,17 +187,23 @@ fn main() {
             && let Some(b) = Backend::ALL.into_iter().find(|x| x.name() == b)
         {
             backends = vec![b];
+        } else if let Some(n) = a.strip_prefix("--live=").and_then(|n| n.parse().ok())
+            && LIVE.contains(&n)
+        {
+            live = Some(n);
         } else if let Some(f) = a.strip_prefix("--scale=").and_then(|f| f.parse().ok())
             && f > 0.0
         {
             scale = f;
         } else if a != "--quick" && a != "--json" {
             eprintln!(
-                "usage: rota-bench [--quick] [--json] [--only={}] [--backend={}] [--scale=F]\n\
-                 --only and --backend pick rows; --scale multiplies every row's size \
+                "usage: rota-bench [--quick] [--json] [--only={}] [--backend={}] [--live={}] \
+                 [--scale=F]\n\
+                 --only, --backend and --live pick rows; --scale multiplies every row's size \
                  (for profiling)",
                 BENCHES.join("|"),
-                Backend::ALL.map(Backend::name).join("|")
+                Backend::ALL.map(Backend::name).join("|"),
+                LIVE.map(|n| n.to_string()).join("|")
             );
             std::process::exit(2);
         }
@@ -194,6 +215,7 @@ fn main() {
     plan.only = only;
     plan.scale = scale;
     plan.backends = backends;
+    plan.live = live;
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -250,19 +272,16 @@ async fn all(out: &Out, plan: &Plan) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The best of `tries` runs of `f`, each on a fresh store of `backend`.
-async fn best<F, Fut>(backend: Backend, tries: usize, mut f: F) -> Result<f64, StoreError>
+/// One run of `f` on a fresh store of `backend`.
+async fn once<F, Fut>(backend: Backend, f: F) -> Result<f64, StoreError>
 where
-    F: FnMut(std::sync::Arc<dyn rota::BatchStore>) -> Fut,
+    F: FnOnce(std::sync::Arc<dyn rota::BatchStore>) -> Fut,
     Fut: std::future::Future<Output = Result<f64, StoreError>>,
 {
-    let mut top = 0f64;
-    for _ in 0..tries.max(1) {
-        let s = stores::fresh(backend)?;
-        top = top.max(f(s.store.clone()).await?);
-        s.close();
-    }
-    Ok(top)
+    let s = stores::fresh(backend)?;
+    let per_s = f(s.store.clone()).await?;
+    s.close();
+    Ok(per_s)
 }
 
 async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
@@ -277,19 +296,19 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
         let bp = (plan.backend)(backend);
         let per_job = bp.per_job;
         out.note(&format!(
-            "runner {}: jobs of {per_job} targets; best of {}",
+            "runner {}: jobs of {per_job} targets; each column the best of {} turns \
+             (at 10000 live jobs {}) of raw loop, runner of 1, runner of 2",
             backend.name(),
-            bp.tries
+            bp.tries,
+            bp.big_tries
         ));
         let warm = runner::Shape::new(10, per_job, plan.scaled(bp.warm));
-        best(
-            backend,
-            1,
-            |s| async move { runner::raw(&*s, warm, 0).await },
-        )
-        .await?;
-        best(backend, 1, |s| runner::run(s, 1, warm, 0)).await?;
+        once(backend, |s| async move { runner::raw(&*s, warm, 0).await }).await?;
+        once(backend, |s| runner::run(s, 1, warm, 0)).await?;
         for live in LIVE {
+            if plan.live.is_some_and(|l| l != live) {
+                continue;
+            }
             if live == 10_000 && (!bp.big || plan.scale < 1.0) {
                 out.note(&format!(
                     "skipped in {}: runner {} at 10000 live jobs",
@@ -303,19 +322,32 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
                 continue;
             }
             let shape = runner::Shape::new(live, per_job, plan.scaled(bp.targets));
-            let limit = best(backend, bp.tries, |s| async move {
-                runner::raw(&*s, shape, job).await
-            })
-            .await?;
-            for workers in [1, 2] {
-                let per_s =
-                    best(backend, bp.tries, |s| runner::run(s, workers, shape, job)).await?;
+            let tries = if live == 10_000 {
+                bp.big_tries
+            } else {
+                bp.tries
+            };
+            // Best of each column over `tries` turns of: raw loop, runner of 1, runner of 2.
+            let (mut limit, mut per_s) = (0f64, [0f64; 2]);
+            for _ in 0..tries.max(1) {
+                limit = limit.max(
+                    once(
+                        backend,
+                        |s| async move { runner::raw(&*s, shape, job).await },
+                    )
+                    .await?,
+                );
+                for (w, best) in per_s.iter_mut().enumerate() {
+                    *best = best.max(once(backend, |s| runner::run(s, w + 1, shape, job)).await?);
+                }
                 job += shape.live * shape.reps;
+            }
+            for (w, per_s) in per_s.into_iter().enumerate() {
                 out.row(&Row {
                     bench: "runner",
                     backend: backend.name().into(),
                     live_jobs: Some(live),
-                    workers: Some(workers),
+                    workers: Some(w + 1),
                     targets: Some(shape.targets() as u64),
                     per_s: Some(per_s),
                     limit_per_s: Some(limit),
