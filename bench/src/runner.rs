@@ -176,6 +176,21 @@ fn unix_now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
+/// A job id spread over the id space like the runner's random ones (so the raw loop's inserts
+/// and lookups land all over the id index, as the runner's do, not at its end): job number
+/// `n` through two rounds of splitmix64, as 32 hex characters. Distinct for distinct `n`
+/// (each round is a bijection of u64).
+fn scattered_id(n: usize) -> String {
+    fn mix(mut z: u64) -> u64 {
+        z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    let hi = mix(n as u64);
+    format!("{hi:016x}{:016x}", mix(hi))
+}
+
 /// The jobs of one rep as the runner would admit them (built before the clock starts).
 fn new_jobs(shape: &Shape, job: &mut usize, now: i64) -> Vec<NewJob> {
     let caller = caller();
@@ -189,7 +204,7 @@ fn new_jobs(shape: &Shape, job: &mut usize, now: i64) -> Vec<NewJob> {
                 })
                 .collect();
             NewJob {
-                id: format!("{:032x}", *job),
+                id: scattered_id(*job),
                 caller: caller.name.clone(),
                 class: CallerClass::Fleet,
                 idem_key: idem_key(&caller.name, &targets),

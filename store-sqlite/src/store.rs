@@ -2,7 +2,8 @@
 
 use std::fmt;
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use rota_core::{
@@ -54,7 +55,8 @@ pub struct SqliteOptions {
 /// releases it; the lock is never held across an await. Handing each call to
 /// `spawn_blocking` was measured as too slow for statements that take microseconds (a thread
 /// hop costs more than the work), so a call blocks its task's thread for that short time
-/// instead; with [`Synchronous::Full`] that time includes the disk sync.
+/// instead; with [`Synchronous::Full`] that time includes the disk sync. A call that finds the
+/// connection busy spins for up to 100 µs (a few transactions) before it sleeps on the lock.
 pub struct SqliteStore {
     // Field order is drop order: the connection closes (releasing the file's lock) before the
     // claim lets another open in this process try.
@@ -117,7 +119,40 @@ impl SqliteStore {
     /// transaction it interrupted is rolled back when its guard drops, so a poisoned lock still
     /// guards a consistent database and is taken over.
     fn db(&self) -> MutexGuard<'_, Db> {
-        self.db.lock().unwrap_or_else(PoisonError::into_inner)
+        lock_adaptive(&self.db)
+    }
+}
+
+/// How long a call waits for the connection by spinning before it sleeps on the lock.
+const SPIN_FOR: Duration = Duration::from_micros(100);
+
+/// Locks `m`, spinning for up to [`SPIN_FOR`] before sleeping on it (an adaptive lock, as
+/// glibc's `PTHREAD_MUTEX_ADAPTIVE_NP`). The lock is held for one transaction, tens of
+/// microseconds; a caller that sleeps at once pays two context switches and a wake-up syscall
+/// per handover, more than the wait itself, and two workers storing back to back hand over
+/// on nearly every call. Measured with rota-bench (runner rows, SQLite file, 100 live jobs,
+/// 2 workers, instant fetch): about 47 700 context switches for the 52 000 targets of the run
+/// with a plain lock, 18 200 with this one, and 15 400–15 800 targets/s against 13 100–14 300
+/// over three turns each. A holder that keeps the lock longer (a `Synchronous::Full` sync, a
+/// checkpoint, a large result) costs a waiter at most this spin before it sleeps. A poisoned
+/// lock is taken over (see [`SqliteStore::db`]).
+fn lock_adaptive<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    let mut started: Option<Instant> = None;
+    loop {
+        match m.try_lock() {
+            Ok(g) => return g,
+            Err(TryLockError::Poisoned(e)) => return e.into_inner(),
+            Err(TryLockError::WouldBlock) => {}
+        }
+        // The clock is read once per 64 spins, the first time only once the lock was found
+        // held, so an uncontended lock costs one `try_lock`.
+        let t0 = *started.get_or_insert_with(Instant::now);
+        if t0.elapsed() >= SPIN_FOR {
+            return m.lock().unwrap_or_else(PoisonError::into_inner);
+        }
+        for _ in 0..64 {
+            std::hint::spin_loop();
+        }
     }
 }
 
@@ -203,5 +238,49 @@ impl BatchStore for SqliteStore {
 
     async fn total_bytes(&self) -> Result<u64, StoreError> {
         Ok(self.db().tally.bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::mpsc;
+    use std::thread;
+
+    use super::*;
+
+    #[test]
+    fn the_adaptive_lock_waits_out_a_short_hold_and_a_long_one() {
+        // A hold shorter than the spin, and one far longer (the caller then sleeps).
+        for hold in [Duration::from_micros(10), SPIN_FOR * 20] {
+            let m = Arc::new(Mutex::new(0u32));
+            let (held_tx, held) = mpsc::channel();
+            let holder = {
+                let m = m.clone();
+                thread::spawn(move || {
+                    let mut g = m.lock().unwrap();
+                    held_tx.send(()).unwrap();
+                    thread::sleep(hold);
+                    *g = 1;
+                })
+            };
+            held.recv().unwrap();
+            // Taken only once the holder let go: its write is seen.
+            assert_eq!(*lock_adaptive(&m), 1, "hold {hold:?}");
+            holder.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn the_adaptive_lock_takes_over_a_poisoned_lock() {
+        let m = Arc::new(Mutex::new(7u32));
+        let m2 = m.clone();
+        let _ = thread::spawn(move || {
+            let _g = m2.lock().unwrap();
+            panic!("poison the lock");
+        })
+        .join();
+        assert!(m.is_poisoned());
+        assert_eq!(*lock_adaptive(&m), 7);
     }
 }
