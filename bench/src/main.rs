@@ -61,9 +61,10 @@ struct BackendPlan {
     targets: usize,
     /// Whether the rows of 10 000 live jobs run (they measure 10 000 × `per_job` targets).
     big: bool,
-    /// Each figure is the best of this many runs (the least disturbed by other load); the runs
-    /// of a row's raw loop and runners take turns, so a slow spell of the machine falls on
-    /// both columns alike.
+    /// Each figure is the median of this many runs (the file stores' runs vary by ±15 % here
+    /// from disk latency alone; the median drops a lucky or unlucky run of either column); the
+    /// runs of a row's raw loop and runners take turns, so a slow spell of the machine falls
+    /// on both columns alike. Every run's figure is printed in a note.
     tries: usize,
     /// `tries` for the rows of 10 000 live jobs (each run is 10 000 × `per_job` targets).
     big_tries: usize,
@@ -146,8 +147,8 @@ fn plan(quick: bool) -> Plan {
                     per_job: 8,
                     targets: 16_000,
                     big: true,
-                    tries: 3,
-                    big_tries: 2,
+                    tries: 5,
+                    big_tries: 3,
                     warm: 2_000,
                 },
                 Backend::Redb => BackendPlan {
@@ -155,7 +156,7 @@ fn plan(quick: bool) -> Plan {
                     targets: 1_000,
                     big: true,
                     tries: 5,
-                    big_tries: 2,
+                    big_tries: 3,
                     warm: 200,
                 },
             },
@@ -272,6 +273,26 @@ async fn all(out: &Out, plan: &Plan) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// The median of `xs` (sorted in place; the mean of the middle two for an even count).
+fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// `xs` from least to most, as `a ≤ b ≤ c` (per second, rounded).
+fn spread(xs: &mut [f64]) -> String {
+    xs.sort_by(f64::total_cmp);
+    xs.iter()
+        .map(|x| format!("{x:.0}"))
+        .collect::<Vec<_>>()
+        .join(" ≤ ")
+}
+
 /// One run of `f` on a fresh store of `backend`.
 async fn once<F, Fut>(backend: Backend, f: F) -> Result<f64, StoreError>
 where
@@ -296,7 +317,7 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
         let bp = (plan.backend)(backend);
         let per_job = bp.per_job;
         out.note(&format!(
-            "runner {}: jobs of {per_job} targets; each column the best of {} turns \
+            "runner {}: jobs of {per_job} targets; each column the median of {} turns \
              (at 10000 live jobs {}) of raw loop, runner of 1, runner of 2",
             backend.name(),
             bp.tries,
@@ -327,27 +348,38 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
             } else {
                 bp.tries
             };
-            // Best of each column over `tries` turns of: raw loop, runner of 1, runner of 2.
-            let (mut limit, mut per_s) = (0f64, [0f64; 2]);
+            // Each column over `tries` turns of: raw loop, runner of 1, runner of 2.
+            let mut turns: [Vec<f64>; 3] = Default::default();
             for _ in 0..tries.max(1) {
-                limit = limit.max(
+                turns[0].push(
                     once(
                         backend,
                         |s| async move { runner::raw(&*s, shape, job).await },
                     )
                     .await?,
                 );
-                for (w, best) in per_s.iter_mut().enumerate() {
-                    *best = best.max(once(backend, |s| runner::run(s, w + 1, shape, job)).await?);
+                for w in 1..=2 {
+                    turns[w].push(once(backend, |s| runner::run(s, w, shape, job)).await?);
                 }
                 job += shape.live * shape.reps;
             }
-            for (w, per_s) in per_s.into_iter().enumerate() {
+            let spread: Vec<String> = turns.iter_mut().map(|t| spread(t)).collect();
+            out.note(&format!(
+                "runner {} at {live} live: over {} turns, raw {}; runner of 1 {}; runner of 2 {}",
+                backend.name(),
+                tries.max(1),
+                spread[0],
+                spread[1],
+                spread[2]
+            ));
+            let limit = median(&turns[0]);
+            for w in 1..=2 {
+                let per_s = median(&turns[w]);
                 out.row(&Row {
                     bench: "runner",
                     backend: backend.name().into(),
                     live_jobs: Some(live),
-                    workers: Some(w + 1),
+                    workers: Some(w),
                     targets: Some(shape.targets() as u64),
                     per_s: Some(per_s),
                     limit_per_s: Some(limit),
