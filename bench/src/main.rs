@@ -89,6 +89,10 @@ const LIVE: [usize; 3] = [10, 100, 10_000];
 /// Live jobs in the `history` rows.
 const HISTORY_LIVE: usize = 10;
 
+/// Turns of the `history` rows (each an empty store's run and the prefilled store's run); each
+/// row is the median.
+const HISTORY_TURNS: usize = 3;
+
 fn plan(quick: bool) -> Plan {
     if quick {
         Plan {
@@ -273,7 +277,7 @@ async fn all(out: &Out, plan: &Plan) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The median of `xs` (sorted in place; the mean of the middle two for an even count).
+/// The median of `xs` (the mean of the middle two for an even count).
 fn median(xs: &[f64]) -> f64 {
     let mut v = xs.to_vec();
     v.sort_by(f64::total_cmp);
@@ -358,8 +362,8 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
                     )
                     .await?,
                 );
-                for w in 1..=2 {
-                    turns[w].push(once(backend, |s| runner::run(s, w, shape, job)).await?);
+                for (w, t) in turns.iter_mut().enumerate().skip(1) {
+                    t.push(once(backend, |s| runner::run(s, w, shape, job)).await?);
                 }
                 job += shape.live * shape.reps;
             }
@@ -373,8 +377,8 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
                 spread[2]
             ));
             let limit = median(&turns[0]);
-            for w in 1..=2 {
-                let per_s = median(&turns[w]);
+            for (w, t) in turns.iter().enumerate().skip(1) {
+                let per_s = median(t);
                 out.row(&Row {
                     bench: "runner",
                     backend: backend.name().into(),
@@ -396,7 +400,8 @@ async fn history_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
     let jobs = plan.scaled(plan.history_jobs);
     let stored = jobs * 32;
     out.note(&format!(
-        "history: runner, {HISTORY_LIVE} live jobs of 32 targets, 1 worker; \
+        "history: runner, {HISTORY_LIVE} live jobs of 32 targets, 1 worker, median of \
+         {HISTORY_TURNS} turns; \
          prefill {jobs} finished jobs of 32 = {stored} terminal targets{}",
         if plan.quick {
             " (the full run: 1000000)"
@@ -413,29 +418,44 @@ async fn history_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
             32,
             plan.scaled((plan.history_targets)(backend)),
         );
-        for prefill in [false, true] {
-            let dir = stores::new_dir()?;
-            let path = stores::path_in(backend, dir.path());
-            if prefill {
-                let t0 = Instant::now();
-                let s = stores::open(backend, &path, true)?;
-                runner::prefill(&*s, jobs).await?;
-                drop(s);
-                out.note(&format!(
-                    "history {}: prefill of {stored} targets took {:.1} s",
-                    backend.name(),
-                    t0.elapsed().as_secs_f64()
-                ));
-            }
-            let store = stores::open(backend, &path, false)?;
-            let per_s = runner::run(store, 1, shape, 0).await?;
-            drop(dir);
+        // The prefilled file, filled once; each turn then runs on a fresh empty store and on
+        // the prefilled one (reopened, its earlier turns' few jobs still in it), with new jobs.
+        let filled = stores::new_dir()?;
+        let filled_path = stores::path_in(backend, filled.path());
+        let t0 = Instant::now();
+        let s = stores::open(backend, &filled_path, true)?;
+        runner::prefill(&*s, jobs).await?;
+        drop(s);
+        out.note(&format!(
+            "history {}: prefill of {stored} targets took {:.1} s",
+            backend.name(),
+            t0.elapsed().as_secs_f64()
+        ));
+        let mut turns: [Vec<f64>; 2] = Default::default();
+        let mut job = 0;
+        for _ in 0..HISTORY_TURNS {
+            let empty = stores::new_dir()?;
+            let store = stores::open(backend, &stores::path_in(backend, empty.path()), false)?;
+            turns[0].push(runner::run(store, 1, shape, job).await?);
+            drop(empty);
+            let store = stores::open(backend, &filled_path, false)?;
+            turns[1].push(runner::run(store, 1, shape, job).await?);
+            job += shape.live * shape.reps;
+        }
+        let spread: Vec<String> = turns.iter_mut().map(|t| spread(t)).collect();
+        out.note(&format!(
+            "history {}: over {HISTORY_TURNS} turns, empty {}; {stored} stored {}",
+            backend.name(),
+            spread[0],
+            spread[1]
+        ));
+        for (prefill, t) in turns.iter().enumerate() {
             out.row(&Row {
                 bench: "history",
                 backend: format!(
                     "{}, {}",
                     backend.name(),
-                    if prefill {
+                    if prefill == 1 {
                         format!("{stored} stored")
                     } else {
                         "empty".into()
@@ -444,10 +464,11 @@ async fn history_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
                 live_jobs: Some(HISTORY_LIVE),
                 workers: Some(1),
                 targets: Some(shape.targets() as u64),
-                per_s: Some(per_s),
+                per_s: Some(median(t)),
                 ..Row::default()
             });
         }
+        drop(filled);
     }
     Ok(())
 }
