@@ -4,8 +4,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::fs;
-use std::path::{Path, PathBuf};
 
 use rota_core::StoreError;
 use rota_store_sqlite::SqliteStore;
@@ -13,20 +14,6 @@ use rota_store_sqlite::SqliteStore;
 /// A rota-marked header (WAL mode) over 9 pages, some malformed, whose page count says
 /// 4278190089 and whose change counter (24..28) differs from its valid-for number (92..96).
 const FIXTURE: &[u8] = include_bytes!("fixtures/fuzz-changed-on-refusal.bin");
-
-/// Every file in `dir` with its bytes.
-fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut files: Vec<_> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let p = e.unwrap().path();
-            let bytes = fs::read(&p).unwrap();
-            (p, bytes)
-        })
-        .collect();
-    files.sort();
-    files
-}
 
 /// Writes `bytes` (and `wal`, as its `-wal`, if given) to a fresh directory, opens it expecting
 /// [`StoreError::Corrupt`], checks the directory is unchanged and returns the message.
@@ -37,14 +24,7 @@ fn refused_corrupt(bytes: &[u8], wal: Option<&[u8]>) -> String {
     if let Some(wal) = wal {
         fs::write(dir.path().join("store.sqlite-wal"), wal).unwrap();
     }
-    let before = snapshot(dir.path());
-    let err = SqliteStore::open(&path).expect_err("the file must be refused");
-    assert_eq!(
-        snapshot(dir.path()),
-        before,
-        "refusing {err} changed the directory"
-    );
-    match err {
+    match common::refused(&path) {
         StoreError::Corrupt(msg) => msg,
         other => panic!("expected Corrupt, got {other:?}"),
     }

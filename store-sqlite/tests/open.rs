@@ -3,10 +3,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
+use common::refused;
 use rota_core::{BatchStore, CallerClass, Caps, JobStatus, NewJob, StoreError, TargetWrite};
 use rota_store_sqlite::{APPLICATION_ID, SCHEMA_VERSION, SqliteOptions, SqliteStore, Synchronous};
 
@@ -28,33 +31,6 @@ fn new_job(id: &str, n: usize) -> NewJob {
             .collect(),
         now: 100,
     }
-}
-
-/// Every file in `dir` with its bytes, so a test can see that nothing was written or added.
-fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut files: Vec<_> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let p = e.unwrap().path();
-            let bytes = fs::read(&p).unwrap();
-            (p, bytes)
-        })
-        .collect();
-    files.sort();
-    files
-}
-
-/// Opens `path` expecting a refusal; checks that the directory is byte for byte unchanged.
-fn refused(path: &Path) -> StoreError {
-    let dir = path.parent().unwrap();
-    let before = snapshot(dir);
-    let err = SqliteStore::open(path).expect_err("the file must be refused");
-    assert_eq!(
-        snapshot(dir),
-        before,
-        "refusing {err} changed the directory"
-    );
-    err
 }
 
 /// A rota store at `path` holding one finished job, closed.
