@@ -51,6 +51,10 @@ impl Options {
 
     /// Options decoded from their stored JSON.
     pub fn from_json(json: &str) -> Result<Options, serde_json::Error> {
+        // What to_json writes for the default options needs no parse.
+        if json == "{}" {
+            return Ok(Options::default());
+        }
         serde_json::from_str(json)
     }
 }
@@ -296,6 +300,10 @@ mod tests {
         // to_json's shortcut for them writes exactly what the serializer does, and reads back.
         assert_eq!(Options::default().to_json(), "{}");
         assert_eq!(Options::from_json("{}").unwrap(), Options::default());
+        assert_eq!(
+            serde_json::from_str::<Options>("{}").unwrap(),
+            Options::default()
+        );
     }
 
     #[test]

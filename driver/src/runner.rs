@@ -19,7 +19,6 @@ use rota_core::{
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -593,19 +592,11 @@ impl Inner {
         if d.first {
             debug!(job = %d.id, "job running");
         }
-        // Most targets have no options: the JSON of the default ones (what Options::to_json
-        // writes for them) needs no parse.
-        let options = if row.options == "{}" {
-            Options::default()
-        } else {
-            match Options::from_json(&row.options) {
-                Ok(o) => o,
-                Err(e) => {
-                    warn!(job = %d.id, idx = d.idx, "stored options could not be decoded");
-                    return Fetched::failed(FetchError::Other(format!(
-                        "corrupt stored options: {e}"
-                    )));
-                }
+        let options = match Options::from_json(&row.options) {
+            Ok(o) => o,
+            Err(e) => {
+                warn!(job = %d.id, idx = d.idx, "stored options could not be decoded");
+                return Fetched::failed(FetchError::Other(format!("corrupt stored options: {e}")));
             }
         };
         let Some(caller) = caller else {
