@@ -102,19 +102,6 @@ pub(crate) fn decode_target(idx: u64, bytes: &[u8]) -> Result<TargetRow, StoreEr
     Ok(t)
 }
 
-/// Encodes a counter of the meta table.
-pub(crate) fn encode_u64(n: u64) -> [u8; 8] {
-    n.to_le_bytes()
-}
-
-/// Decodes a counter of the meta table.
-pub(crate) fn decode_u64(name: &str, bytes: &[u8]) -> Result<u64, StoreError> {
-    let arr: [u8; 8] = bytes
-        .try_into()
-        .map_err(|_| StoreError::Corrupt(format!("meta {name}: not an 8-byte counter")))?;
-    Ok(u64::from_le_bytes(arr))
-}
-
 fn index_of<T: PartialEq>(all: &[T], v: &T) -> u8 {
     // Every enum here has a handful of variants, so the index always fits a byte.
     all.iter().position(|x| x == v).unwrap_or(0) as u8
@@ -305,10 +292,6 @@ mod tests {
                 let _ = decode_target(0, &bad);
             }
         }
-        assert!(matches!(
-            decode_u64("n", &[1, 2]),
-            Err(StoreError::Corrupt(_))
-        ));
         assert!(matches!(
             decode_job("x", &[9]),
             Err(StoreError::Corrupt(m)) if m.contains("format")

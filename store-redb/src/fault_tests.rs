@@ -59,7 +59,7 @@ fn open(mem: &Arc<InMemoryBackend>, countdown: &Arc<AtomicU64>) -> RedbStore {
             countdown: countdown.clone(),
         })
         .unwrap();
-    RedbStore::from_db(db, &RedbOptions::default())
+    RedbStore::from_db(db, &RedbOptions::default()).unwrap()
 }
 
 const A: &str = "0000000000000000000000000000000a";

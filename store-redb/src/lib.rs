@@ -5,12 +5,16 @@
 //!   latest writes on a crash ([`Durability::None`]);
 //! - [`RedbStore::in_memory`]: the same store in memory.
 //!
-//! Every operation is one transaction; the layout and the fsync economy are documented on
+//! Every operation runs whole inside one transaction (concurrent ones may share one: group
+//! commit); the layout and the fsync economy are documented on
 //! [`RedbStore`].
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+#[cfg(test)]
+mod batch_tests;
 mod codec;
+mod commit;
 mod error;
 #[cfg(test)]
 mod fault_tests;

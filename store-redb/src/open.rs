@@ -11,7 +11,7 @@ use rota_core::StoreError;
 
 use crate::error::err;
 use crate::overlay::Overlay;
-use crate::store::{RedbOptions, RedbStore, Tables};
+use crate::store::{RedbOptions, RedbStore};
 use crate::tables::{MAGIC, MAGIC_KEY, META, VERSION, VERSION_KEY};
 
 /// The first bytes of every redb file.
@@ -57,7 +57,7 @@ impl RedbStore {
         let db = catch_unwind(AssertUnwindSafe(|| Database::builder().open(path)))
             .map_err(|_| panicked(path))?
             .map_err(err("open store file"))?;
-        Ok(RedbStore::from_db(db, &opts))
+        RedbStore::from_db(db, &opts)
     }
 
     /// A new store in memory (redb's `InMemoryBackend`): for tests and for runs that need no
@@ -74,7 +74,7 @@ impl RedbStore {
             durability: crate::Durability::None,
             ..RedbOptions::default()
         };
-        Ok(RedbStore::from_db(db, &opts))
+        RedbStore::from_db(db, &opts)
     }
 }
 
@@ -88,7 +88,7 @@ fn panicked(path: &Path) -> StoreError {
 /// Writes the meta table of a new store, durably.
 pub(crate) fn init(db: &Database) -> Result<(), StoreError> {
     let txn = db.begin_write().map_err(err("begin write"))?;
-    Tables::open(&txn)?.init()?;
+    crate::store::init(&txn)?;
     txn.commit().map_err(err("initialize store"))
 }
 

@@ -1,6 +1,8 @@
-//! [`RedbStore`]: every [`BatchStore`] operation as one redb transaction.
+//! [`RedbStore`]: every [`BatchStore`] operation inside one redb transaction.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use redb::{
@@ -12,8 +14,9 @@ use rota_core::{
     may_transition, reusable, sweepable,
 };
 
-use crate::codec::{decode_job, decode_target, decode_u64, encode_job, encode_target, encode_u64};
-use crate::error::err;
+use crate::codec::{decode_job, decode_target, encode_job, encode_target};
+use crate::commit::{Combiner, Queued};
+use crate::error::{Ctx, err};
 use crate::tables::*;
 
 /// How much a commit is worth after a crash.
@@ -60,12 +63,23 @@ impl Default for RedbOptions {
 
 /// A [`BatchStore`] in a redb database: a single file owned by one process, or memory.
 ///
-/// Every operation is one redb transaction: admit (reuse check, caps and insert) is one write
-/// transaction, so concurrent admits are serialized by redb's single writer and never exceed a
-/// cap. The layout is in the `tables` module: jobs by id, targets by (job id, idx), job ids by
-/// (caller, idem key), the live jobs and per-caller live counts, the terminal jobs by lease (for
-/// sweep) and by `created_at` (for evict), and a meta table with the magic, the schema version
-/// and the counters, all kept in step in the same transactions.
+/// Every operation runs whole inside one redb write transaction: admit (reuse check, caps and
+/// insert) is one, so concurrent admits are serialized by redb's single writer and never exceed
+/// a cap. The layout is in the `tables` module: a job's row and its targets' rows side by side
+/// in one table, job ids by (caller, idem key), the live jobs, the terminal jobs by lease (for
+/// sweep) and by `created_at` (for evict), and a meta table with the magic and the schema
+/// version, all kept in step in the same transactions. The counts admit and evict consult
+/// (total bytes, live jobs in all and per caller) are counted when the store opens and kept in
+/// memory, moved after each commit.
+///
+/// # Group commit
+///
+/// Operations that arrive while another thread's commit is under way are queued, and the
+/// committing thread commits them all together in its next transaction: one fsync for all,
+/// and no wait for a sleeping thread to wake between commits. Each operation still runs whole,
+/// after the ones before it in the batch, and returns only once its transaction has committed;
+/// if one operation of a batch fails, the batch is not committed and each of its operations
+/// runs again in a transaction of its own, so an error belongs to its operation alone.
 ///
 /// # Fewer fsyncs per target
 ///
@@ -89,8 +103,8 @@ impl Default for RedbOptions {
 /// CPU, plus one fsync for a durable commit), so it runs inline in the async fn rather than through
 /// `spawn_blocking`: handing every call to the blocking pool and back was measured too slow for
 /// the two calls a target makes. The cost is that a commit holds its runtime thread for the
-/// length of its fsync, and that a second writer waits for redb's write lock on its own thread;
-/// the runner has at most two workers, so that is a short, bounded wait.
+/// length of its fsync, and that a second writer waits in the queue on its own thread; the
+/// runner has at most two workers, so that is a short, bounded wait.
 #[derive(Debug)]
 pub struct RedbStore {
     db: Database,
@@ -98,136 +112,280 @@ pub struct RedbStore {
     sync_every: u32,
     /// Commits since the last durable one, with [`Durability::None`].
     lazy_commits: AtomicU32,
+    /// The write operations waiting for the write transaction (group commit).
+    queue: Combiner<Op>,
+    /// The counts, as of the last commit.
+    tally: Mutex<Tally>,
 }
 
 /// What a commit must promise.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Commit {
+pub(crate) enum Commit {
     /// Survives a crash (unless the store was opened with [`Durability::None`]).
     Durable,
     /// May be lost in a crash: only `start_target`.
     Lazy,
 }
 
-/// Every table, open in one write transaction.
+/// A write operation waiting for its transaction: it runs against the open tables and says
+/// whether it changed anything; its result goes where its caller will look.
+pub(crate) struct Op {
+    durable: bool,
+    run: Run,
+}
+
+impl Op {
+    /// The operation `f`, and where its result will be.
+    pub(crate) fn new<T: Send + 'static>(
+        kind: Commit,
+        mut f: impl FnMut(&mut Tables<'_>) -> Result<Done<T>, StoreError> + Send + 'static,
+    ) -> (Op, Slot<T>) {
+        let slot = Slot(Arc::new(Mutex::new(None)));
+        let out = slot.0.clone();
+        let op = Op {
+            durable: kind == Commit::Durable,
+            run: Box::new(move |t| {
+                let Done(value, changed) = f(t)?;
+                *out.lock().unwrap_or_else(PoisonError::into_inner) = Some(value);
+                Ok(changed)
+            }),
+        };
+        (op, slot)
+    }
+}
+
+/// Where an [`Op`] leaves its result: the value of its last run.
+pub(crate) struct Slot<T>(Arc<Mutex<Option<T>>>);
+
+impl<T> Slot<T> {
+    /// The result, once the operation has committed.
+    pub(crate) fn take(&self) -> Result<T, StoreError> {
+        let value = self.0.lock().unwrap_or_else(PoisonError::into_inner).take();
+        value.ok_or_else(|| StoreError::backend("write", std::io::Error::other("no result")))
+    }
+}
+
+/// The body of an [`Op`]: runs it, and says whether it changed anything.
+type Run = Box<dyn for<'t> FnMut(&mut Tables<'t>) -> Result<bool, StoreError> + Send>;
+
+/// The counts every admit and evict consults, kept in memory: computed from the rows when the
+/// store opens ([`Tally::of`]) and moved only after a commit, by what that transaction changed.
+/// Keeping them out of the file spares every commit the pages of a counter table; only the one
+/// owner of the file writes it, so they cannot go stale.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Tally {
+    /// The sum of every job's `n_bytes`.
+    pub(crate) bytes: u64,
+    /// The live (queued or running) jobs.
+    pub(crate) live: u64,
+    /// The live jobs of each caller that has any.
+    pub(crate) by_caller: HashMap<String, u64>,
+}
+
+impl Tally {
+    /// Counts the store in `db`: the live jobs through the live index, the bytes of every job
+    /// through the live and created indexes (which between them name every job). A database
+    /// without rota's tables yet counts zero. A job row that cannot be decoded counts for
+    /// nothing, so that one damaged row does not keep the rest of the store from opening: every
+    /// read or write of that job, and [`verify`](RedbStore::verify), reports it
+    /// [`Corrupt`](StoreError::Corrupt). An index entry without its job counts for nothing too
+    /// (recovery drops a live one).
+    pub(crate) fn of(db: &Database) -> Result<Tally, StoreError> {
+        let txn = db.begin_read().map_err(err("begin read"))?;
+        let mut tally = Tally::default();
+        let rows = match txn.open_table(ROWS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(tally),
+            Err(e) => return Err(err("open rows table")(e)),
+        };
+        const WHAT: &str = "count the store";
+        for entry in txn.open_table(LIVE).ctx(WHAT)?.iter().ctx(WHAT)? {
+            let (k, _) = entry.ctx(WHAT)?;
+            if let Some(job) = counted(load_job(&rows, k.value()))? {
+                tally.live += 1;
+                *tally.by_caller.entry(job.caller).or_default() += 1;
+                tally.bytes = tally.bytes.saturating_add(job.n_bytes);
+            }
+        }
+        for entry in txn.open_table(BY_CREATED).ctx(WHAT)?.iter().ctx(WHAT)? {
+            let (k, _) = entry.ctx(WHAT)?;
+            if let Some(job) = counted(load_job(&rows, k.value().1))? {
+                tally.bytes = tally.bytes.saturating_add(job.n_bytes);
+            }
+        }
+        Ok(tally)
+    }
+
+    fn apply(&mut self, d: Delta) {
+        // In range: every change was checked against the counts it started from.
+        self.bytes = u64::try_from(i128::from(self.bytes) + d.bytes).unwrap_or(0);
+        self.live = self.live.saturating_add_signed(d.live);
+        for (caller, n) in d.callers {
+            let left = self
+                .by_caller
+                .get(&caller)
+                .copied()
+                .unwrap_or(0)
+                .saturating_add_signed(n);
+            if left == 0 {
+                self.by_caller.remove(&caller);
+            } else {
+                self.by_caller.insert(caller, left);
+            }
+        }
+    }
+}
+
+/// A job [`Tally::of`] counts: `None` for a missing or undecodable row.
+fn counted(job: Result<Option<JobRow>, StoreError>) -> Result<Option<JobRow>, StoreError> {
+    match job {
+        Err(StoreError::Corrupt(_)) => Ok(None),
+        other => other,
+    }
+}
+
+/// What one transaction changes in the [`Tally`], applied once it has committed.
+#[derive(Debug, Default)]
+struct Delta {
+    bytes: i128,
+    live: i64,
+    /// Few: one entry per caller whose jobs the transaction admitted or ended.
+    callers: Vec<(String, i64)>,
+}
+
+/// Every table, open in one write transaction, and the counts as this transaction sees them.
 pub(crate) struct Tables<'t> {
-    meta: Table<'t, &'static str, &'static [u8]>,
-    jobs: Table<'t, &'static str, &'static [u8]>,
-    targets: Table<'t, (&'static str, u64), &'static [u8]>,
+    rows: Table<'t, (&'static str, u64), &'static [u8]>,
     idem: MultimapTable<'t, (&'static str, &'static str), &'static str>,
     live: Table<'t, &'static str, ()>,
-    caller_live: Table<'t, &'static str, u64>,
     by_lease: Table<'t, (i64, &'static str), ()>,
     by_created: Table<'t, (i64, &'static str), ()>,
+    /// The counts as of the last commit (only the transaction's thread moves them).
+    tally: &'t Mutex<Tally>,
+    /// This transaction's changes to them.
+    delta: Delta,
+}
+
+/// Creates every table and writes the magic and the schema version: a new store.
+pub(crate) fn init(txn: &WriteTransaction) -> Result<(), StoreError> {
+    let e = err("initialize meta");
+    let mut meta = txn.open_table(META).map_err(err("open meta table"))?;
+    meta.insert(MAGIC_KEY, MAGIC).map_err(&e)?;
+    meta.insert(VERSION_KEY, VERSION.as_bytes()).map_err(&e)?;
+    let unused = Mutex::new(Tally::default());
+    Tables::open(txn, &unused)?;
+    Ok(())
 }
 
 impl<'t> Tables<'t> {
     /// Opens (creating on first use) every table.
-    pub(crate) fn open(txn: &'t WriteTransaction) -> Result<Self, StoreError> {
+    fn open(txn: &'t WriteTransaction, tally: &'t Mutex<Tally>) -> Result<Self, StoreError> {
         Ok(Tables {
-            meta: txn.open_table(META).map_err(err("open meta table"))?,
-            jobs: txn.open_table(JOBS).map_err(err("open jobs table"))?,
-            targets: txn.open_table(TARGETS).map_err(err("open targets table"))?,
+            rows: txn.open_table(ROWS).map_err(err("open rows table"))?,
             idem: txn
                 .open_multimap_table(IDEM)
                 .map_err(err("open idem table"))?,
             live: txn.open_table(LIVE).map_err(err("open live table"))?,
-            caller_live: txn
-                .open_table(CALLER_LIVE)
-                .map_err(err("open caller_live table"))?,
             by_lease: txn.open_table(BY_LEASE).map_err(err("open lease index"))?,
             by_created: txn
                 .open_table(BY_CREATED)
                 .map_err(err("open created index"))?,
+            tally,
+            delta: Delta::default(),
         })
     }
 
-    /// Writes the magic, the version and zero counters: a new store.
-    pub(crate) fn init(&mut self) -> Result<(), StoreError> {
-        let e = err("initialize meta");
-        self.meta.insert(MAGIC_KEY, MAGIC).map_err(&e)?;
-        self.meta
-            .insert(VERSION_KEY, VERSION.as_bytes())
-            .map_err(&e)?;
-        for name in [TOTAL_BYTES, LIVE_TOTAL] {
-            self.meta
-                .insert(name, encode_u64(0).as_slice())
-                .map_err(&e)?;
-        }
-        Ok(())
+    fn committed(&self) -> std::sync::MutexGuard<'t, Tally> {
+        self.tally.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn counter(&self, name: &str) -> Result<u64, StoreError> {
-        counter(&self.meta, name)
+    /// The total bytes as this transaction sees them.
+    fn bytes(&self) -> Result<u64, StoreError> {
+        u64::try_from(i128::from(self.committed().bytes) + self.delta.bytes)
+            .map_err(|_| StoreError::Corrupt("byte count out of range".into()))
     }
 
-    fn add(&mut self, name: &str, delta: i64) -> Result<(), StoreError> {
-        let n = self.counter(name)?;
-        let n = n
-            .checked_add_signed(delta)
-            .ok_or_else(|| StoreError::Corrupt(format!("meta {name} out of range")))?;
-        self.meta
-            .insert(name, encode_u64(n).as_slice())
-            .map_err(err("write meta counter"))?;
-        Ok(())
+    fn live_total(&self) -> Result<u64, StoreError> {
+        self.committed()
+            .live
+            .checked_add_signed(self.delta.live)
+            .ok_or_else(|| StoreError::Corrupt("live count out of range".into()))
     }
 
     fn caller_live(&self, caller: &str) -> Result<u64, StoreError> {
-        Ok(self
-            .caller_live
-            .get(caller)
-            .map_err(err("read caller live count"))?
-            .map_or(0, |g| g.value()))
+        let base = self.committed().by_caller.get(caller).copied().unwrap_or(0);
+        let d = self
+            .delta
+            .callers
+            .iter()
+            .find(|(c, _)| c == caller)
+            .map_or(0, |(_, n)| *n);
+        base.checked_add_signed(d)
+            .ok_or_else(|| StoreError::Corrupt("caller live count out of range".into()))
     }
 
-    fn add_caller_live(&mut self, caller: &str, delta: i64) -> Result<(), StoreError> {
-        let e = err("write caller live count");
-        let n = self
-            .caller_live(caller)?
-            .checked_add_signed(delta)
+    /// Counts one more (`+1`) or one fewer (`-1`) live job of `caller`.
+    fn add_live(&mut self, caller: &str, n: i64) -> Result<(), StoreError> {
+        // Checked against what is counted, so that a commit never moves a count out of range.
+        self.live_total()?
+            .checked_add_signed(n)
+            .ok_or_else(|| StoreError::Corrupt("live count out of range".into()))?;
+        self.caller_live(caller)?
+            .checked_add_signed(n)
             .ok_or_else(|| StoreError::Corrupt("caller live count out of range".into()))?;
-        if n == 0 {
-            self.caller_live.remove(caller).map_err(&e)?;
-        } else {
-            self.caller_live.insert(caller, n).map_err(&e)?;
+        self.delta.live += n;
+        match self.delta.callers.iter_mut().find(|(c, _)| c == caller) {
+            Some((_, d)) => *d += n,
+            None => self.delta.callers.push((caller.to_owned(), n)),
         }
+        Ok(())
+    }
+
+    fn add_bytes(&mut self, old: u64, new: u64) -> Result<(), StoreError> {
+        let d = i128::from(new) - i128::from(old);
+        u64::try_from(i128::from(self.bytes()?) + d)
+            .map_err(|_| StoreError::Corrupt("byte count out of range".into()))?;
+        self.delta.bytes += d;
         Ok(())
     }
 
     fn job(&self, id: &str) -> Result<Option<JobRow>, StoreError> {
-        load_job(&self.jobs, id)
+        load_job(&self.rows, id)
     }
 
-    /// Stores a new job and its targets, with every index and counter.
+    /// Stores a new job and its targets, with every index and count.
     fn insert_job(&mut self, job: &JobRow, targets: &[TargetRow]) -> Result<(), StoreError> {
         let e = err("admit");
         let id = job.id.as_str();
-        self.jobs
-            .insert(id, encode_job(job).as_slice())
+        self.rows
+            .insert((id, JOB_SLOT), encode_job(job).as_slice())
             .map_err(&e)?;
         for t in targets {
-            self.targets
-                .insert((id, t.idx as u64), encode_target(t).as_slice())
+            let Some(slot) = target_slot(t.idx) else {
+                return Err(StoreError::Corrupt(format!(
+                    "job {id}: target idx out of range"
+                )));
+            };
+            self.rows
+                .insert((id, slot), encode_target(t).as_slice())
                 .map_err(&e)?;
         }
         self.idem
             .insert((job.caller.as_str(), job.idem_key.as_str()), id)
             .map_err(&e)?;
         self.live.insert(id, ()).map_err(&e)?;
-        self.add_caller_live(&job.caller, 1)?;
-        self.add(LIVE_TOTAL, 1)?;
-        self.add(TOTAL_BYTES, bytes_delta(0, job.n_bytes)?)?;
+        self.add_live(&job.caller, 1)?;
+        self.add_bytes(0, job.n_bytes)?;
         Ok(())
     }
 
-    /// Replaces the job row `old` with `new`, keeping the indexes and counters in step.
+    /// Replaces the job row `old` with `new`, keeping the indexes and counts in step.
     fn put_job(&mut self, old: &JobRow, new: &JobRow) -> Result<(), StoreError> {
         let e = err("write job");
         let id = new.id.as_str();
         if old.status.is_live() && new.status.is_terminal() {
             self.live.remove(id).map_err(&e)?;
-            self.add_caller_live(&new.caller, -1)?;
-            self.add(LIVE_TOTAL, -1)?;
+            self.add_live(&new.caller, -1)?;
             self.by_lease.insert((new.lease, id), ()).map_err(&e)?;
             self.by_created
                 .insert((new.created_at, id), ())
@@ -237,10 +395,10 @@ impl<'t> Tables<'t> {
             self.by_lease.insert((new.lease, id), ()).map_err(&e)?;
         }
         if old.n_bytes != new.n_bytes {
-            self.add(TOTAL_BYTES, bytes_delta(old.n_bytes, new.n_bytes)?)?;
+            self.add_bytes(old.n_bytes, new.n_bytes)?;
         }
-        self.jobs
-            .insert(id, encode_job(new).as_slice())
+        self.rows
+            .insert((id, JOB_SLOT), encode_job(new).as_slice())
             .map_err(&e)?;
         Ok(())
     }
@@ -249,22 +407,20 @@ impl<'t> Tables<'t> {
     fn delete_job(&mut self, job: &JobRow) -> Result<(), StoreError> {
         let e = err("delete job");
         let id = job.id.as_str();
-        self.targets
-            .retain_in((id, 0u64)..=(id, u64::MAX), |_, _| false)
+        self.rows
+            .retain_in((id, JOB_SLOT)..=(id, u64::MAX), |_, _| false)
             .map_err(&e)?;
-        self.jobs.remove(id).map_err(&e)?;
         self.idem
             .remove((job.caller.as_str(), job.idem_key.as_str()), id)
             .map_err(&e)?;
         if job.status.is_live() {
             self.live.remove(id).map_err(&e)?;
-            self.add_caller_live(&job.caller, -1)?;
-            self.add(LIVE_TOTAL, -1)?;
+            self.add_live(&job.caller, -1)?;
         } else {
             self.by_lease.remove((job.lease, id)).map_err(&e)?;
             self.by_created.remove((job.created_at, id)).map_err(&e)?;
         }
-        self.add(TOTAL_BYTES, bytes_delta(job.n_bytes, 0)?)?;
+        self.add_bytes(job.n_bytes, 0)?;
         Ok(())
     }
 
@@ -278,8 +434,11 @@ impl<'t> Tables<'t> {
         write: &TargetWrite,
     ) -> Result<Option<TargetRow>, StoreError> {
         let e = err("write target");
-        let key = (job.id.as_str(), idx as u64);
-        let old = match self.targets.get(key).map_err(&e)? {
+        let Some(slot) = target_slot(idx) else {
+            return Ok(None);
+        };
+        let key = (job.id.as_str(), slot);
+        let old = match self.rows.get(key).map_err(&e)? {
             Some(g) => decode_target(idx as u64, g.value())?,
             None => return Ok(None),
         };
@@ -299,49 +458,47 @@ impl<'t> Tables<'t> {
             }
             _ => {}
         }
-        self.targets
+        self.rows
             .insert(key, encode_target(&row).as_slice())
             .map_err(&e)?;
         Ok(Some(row))
     }
 }
 
-fn counter(
-    meta: &impl ReadableTable<&'static str, &'static [u8]>,
-    name: &str,
-) -> Result<u64, StoreError> {
-    match meta.get(name).map_err(err("read meta counter"))? {
-        Some(g) => decode_u64(name, g.value()),
-        None => Err(StoreError::Corrupt(format!("meta {name} is missing"))),
-    }
-}
-
-fn load_job(
-    jobs: &impl ReadableTable<&'static str, &'static [u8]>,
+pub(crate) fn load_job(
+    rows: &impl ReadableTable<(&'static str, u64), &'static [u8]>,
     id: &str,
 ) -> Result<Option<JobRow>, StoreError> {
-    match jobs.get(id).map_err(err("read job"))? {
+    match rows.get((id, JOB_SLOT)).map_err(err("read job"))? {
         Some(g) => decode_job(id, g.value()).map(Some),
         None => Ok(None),
     }
 }
 
-fn bytes_delta(old: u64, new: u64) -> Result<i64, StoreError> {
-    let d = i128::from(new) - i128::from(old);
-    i64::try_from(d).map_err(|_| StoreError::Corrupt("byte count out of range".into()))
-}
-
 /// What a write operation did: its result, and whether there is anything to commit.
-struct Done<T>(T, bool);
+pub(crate) struct Done<T>(pub(crate) T, pub(crate) bool);
 
 impl RedbStore {
-    pub(crate) fn from_db(db: Database, opts: &RedbOptions) -> Self {
-        RedbStore {
+    /// The store in `db`, its counts read from it.
+    pub(crate) fn from_db(db: Database, opts: &RedbOptions) -> Result<Self, StoreError> {
+        let tally = Tally::of(&db)?;
+        Ok(RedbStore {
             db,
             durability: opts.durability,
             sync_every: opts.sync_every,
             lazy_commits: AtomicU32::new(0),
-        }
+            queue: Combiner::default(),
+            tally: Mutex::new(tally),
+        })
+    }
+
+    /// The counts as of the last commit.
+    pub(crate) fn tally(&self) -> Tally {
+        self.tally_lock().clone()
+    }
+
+    fn tally_lock(&self) -> std::sync::MutexGuard<'_, Tally> {
+        self.tally.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub(crate) fn db(&self) -> &Database {
@@ -353,28 +510,64 @@ impl RedbStore {
         self.durability
     }
 
-    /// Runs `f` in one write transaction, and commits it if `f` says there is something to
-    /// commit; an error or nothing to commit aborts it.
-    fn write<T>(
+    /// Runs `f` in a write transaction, and commits it if `f` says there is something to
+    /// commit. Threads that write at the same time share a transaction (group commit, in the
+    /// `commit` module): `f` runs whole inside one, may be run a second time alone if another
+    /// operation of its batch fails, and returns only once its transaction has committed. It
+    /// must therefore own what it reads (hence `'static`) and change nothing but the tables.
+    fn write<T: Send + 'static>(
         &self,
         kind: Commit,
-        f: impl FnOnce(&mut Tables<'_>) -> Result<Done<T>, StoreError>,
+        f: impl FnMut(&mut Tables<'_>) -> Result<Done<T>, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
+        let (op, slot) = Op::new(kind, f);
+        self.queue.run(op, &|batch| self.commit_batch(batch))?;
+        slot.take()
+    }
+
+    /// Commits `batch` in one transaction; if that fails, each operation in one of its own.
+    pub(crate) fn commit_batch(&self, batch: &mut [Queued<Op>]) -> Vec<Result<(), StoreError>> {
+        if batch.len() > 1 && self.commit(batch.iter_mut().map(|q| &mut q.op)).is_ok() {
+            return batch.iter().map(|_| Ok(())).collect();
+        }
+        batch
+            .iter_mut()
+            .map(|q| self.commit(std::iter::once(&mut q.op)))
+            .collect()
+    }
+
+    /// Runs `ops` one after another in one write transaction and commits it, durably if any
+    /// operation that changed something asks for it; nothing changed, or an error, aborts it.
+    fn commit<'o>(&self, ops: impl Iterator<Item = &'o mut Op>) -> Result<(), StoreError> {
         let mut txn = self.db.begin_write().map_err(err("begin write"))?;
-        let Done(out, changed) = {
-            let mut t = Tables::open(&txn)?;
-            f(&mut t)?
+        let mut changed = false;
+        let mut durable = false;
+        let delta = {
+            let mut t = Tables::open(&txn, &self.tally)?;
+            for op in ops {
+                if (op.run)(&mut t)? {
+                    changed = true;
+                    durable |= op.durable;
+                }
+            }
+            t.delta
         };
         if !changed {
             txn.abort().map_err(err("abort"))?;
-            return Ok(out);
+            return Ok(());
         }
+        let kind = if durable {
+            Commit::Durable
+        } else {
+            Commit::Lazy
+        };
         if !self.durable(kind) {
             txn.set_durability(redb::Durability::None)
                 .map_err(err("set durability"))?;
         }
         txn.commit().map_err(err("commit"))?;
-        Ok(out)
+        self.tally_lock().apply(delta);
+        Ok(())
     }
 
     fn durable(&self, kind: Commit) -> bool {
@@ -396,63 +589,20 @@ impl RedbStore {
     }
 
     fn admit_sync(&self, job: &NewJob, caps: &Caps) -> Result<Admission, StoreError> {
-        self.write(Commit::Durable, |t| {
-            let now = job.now;
-            let mut best: Option<(i64, String)> = None;
-            let ids = t
-                .idem
-                .get((job.caller.as_str(), job.idem_key.as_str()))
-                .map_err(err("read idem index"))?;
-            for id in ids {
-                let id = id.map_err(err("read idem index"))?;
-                let id = id.value();
-                let Some(j) = load_job(&t.jobs, id)? else {
-                    continue;
-                };
-                if reusable(j.status, j.lease, now, caps.ttl_secs)
-                    && best
-                        .as_ref()
-                        .is_none_or(|(c, b)| (j.created_at, id) > (*c, b.as_str()))
-                {
-                    best = Some((j.created_at, id.to_owned()));
-                }
-            }
-            if let Some((_, id)) = best {
-                return Ok(Done(Admission::Reused { id }, false));
-            }
-            if job.targets.len() > caps.targets_per_job {
-                let a = Admission::TooManyTargets {
-                    max: caps.targets_per_job,
-                    got: job.targets.len(),
-                };
-                return Ok(Done(a, false));
-            }
-            if t.caller_live(&job.caller)? >= caps.jobs_per_caller as u64 {
-                return Ok(Done(Admission::CallerBusy, false));
-            }
-            if t.counter(LIVE_TOTAL)? >= caps.jobs_total as u64 {
-                return Ok(Done(Admission::Busy, false));
-            }
-            if t.job(&job.id)?.is_some() {
-                return Err(StoreError::Conflict(format!(
-                    "job {} already exists",
-                    job.id
-                )));
-            }
-            let (row, targets) = job.rows();
-            t.insert_job(&row, &targets)?;
-            Ok(Done(Admission::Created, true))
-        })
+        self.write(Commit::Durable, admit_op(job.clone(), *caps))
     }
 
     fn targets_sync(&self, id: &str) -> Result<Vec<TargetRow>, StoreError> {
         self.read(|txn| {
-            let table = txn.open_table(TARGETS).map_err(err("open targets table"))?;
+            let table = txn.open_table(ROWS).map_err(err("open rows table"))?;
             let e = err("read targets");
             let mut out = Vec::new();
-            for entry in table.range((id, 0u64)..=(id, u64::MAX)).map_err(&e)? {
+            for entry in table
+                .range((id, JOB_SLOT + 1)..=(id, u64::MAX))
+                .map_err(&e)?
+            {
                 let (k, v) = entry.map_err(&e)?;
-                out.push(decode_target(k.value().1, v.value())?);
+                out.push(decode_target(k.value().1 - 1, v.value())?);
             }
             Ok(out)
         })
@@ -464,8 +614,9 @@ impl RedbStore {
         idx: usize,
         now: i64,
     ) -> Result<Option<TargetRow>, StoreError> {
-        self.write(Commit::Lazy, |t| {
-            let Some(old) = t.job(id)? else {
+        let id = id.to_owned();
+        self.write(Commit::Lazy, move |t| {
+            let Some(old) = t.job(&id)? else {
                 return Ok(Done(None, false));
             };
             let mut job = old.clone();
@@ -489,12 +640,13 @@ impl RedbStore {
         now: i64,
         finish: Option<JobStatus>,
     ) -> Result<bool, StoreError> {
-        self.write(Commit::Durable, |t| {
-            let Some(old) = t.job(id)? else {
+        let (id, write) = (id.to_owned(), write.clone());
+        self.write(Commit::Durable, move |t| {
+            let Some(old) = t.job(&id)? else {
                 return Ok(Done(false, false));
             };
             let mut job = old.clone();
-            if t.store_target(&mut job, idx, write)?.is_none() {
+            if t.store_target(&mut job, idx, &write)?.is_none() {
                 return Ok(Done(false, false));
             }
             job.lease = now;
@@ -516,8 +668,9 @@ impl RedbStore {
         error: &str,
         now: i64,
     ) -> Result<bool, StoreError> {
-        self.write(Commit::Durable, |t| {
-            let Some(old) = t.job(id)? else {
+        let (id, error) = (id.to_owned(), error.to_owned());
+        self.write(Commit::Durable, move |t| {
+            let Some(old) = t.job(&id)? else {
                 return Ok(Done(false, false));
             };
             if !may_transition(old.status, status) {
@@ -525,7 +678,7 @@ impl RedbStore {
             }
             let mut job = old.clone();
             job.status = status;
-            job.error = error.to_owned();
+            job.error.clone_from(&error);
             job.lease = now;
             t.put_job(&old, &job)?;
             Ok(Done(true, true))
@@ -533,8 +686,9 @@ impl RedbStore {
     }
 
     fn touch_sync(&self, id: &str, now: i64) -> Result<bool, StoreError> {
-        self.write(Commit::Durable, |t| {
-            let Some(old) = t.job(id)? else {
+        let id = id.to_owned();
+        self.write(Commit::Durable, move |t| {
+            let Some(old) = t.job(&id)? else {
                 return Ok(Done(false, false));
             };
             if old.lease == now {
@@ -558,7 +712,7 @@ impl RedbStore {
         if !due {
             return Ok(0);
         }
-        self.write(Commit::Durable, |t| {
+        self.write(Commit::Durable, move |t| {
             let e = err("sweep");
             let mut due: Vec<(i64, String)> = Vec::new();
             for entry in t.by_lease.range(..(cutoff, "")).map_err(&e)? {
@@ -585,19 +739,15 @@ impl RedbStore {
     }
 
     fn evict_sync(&self, max_bytes: u64) -> Result<usize, StoreError> {
-        // Under the limit (the common case, after every stored target): a read, no write lock.
-        let over = self.read(|txn| {
-            let meta = txn.open_table(META).map_err(err("open meta table"))?;
-            Ok(counter(&meta, TOTAL_BYTES)? > max_bytes)
-        })?;
-        if !over {
+        // Under the limit (the common case, after every stored target): no transaction at all.
+        if self.tally_lock().bytes <= max_bytes {
             return Ok(0);
         }
-        self.write(Commit::Durable, |t| {
+        self.write(Commit::Durable, move |t| {
             let e = err("evict");
             let mut n = 0;
             let mut changed = false;
-            while t.counter(TOTAL_BYTES)? > max_bytes {
+            while t.bytes()? > max_bytes {
                 let Some((created, id)) = t.by_created.first().map_err(&e)?.map(|(k, _)| {
                     let (c, id) = k.value();
                     (c, id.to_owned())
@@ -620,7 +770,8 @@ impl RedbStore {
     }
 
     fn recover_sync(&self, error: &str, now: i64) -> Result<usize, StoreError> {
-        self.write(Commit::Durable, |t| {
+        let error = error.to_owned();
+        self.write(Commit::Durable, move |t| {
             let e = err("recover");
             let mut ids = Vec::new();
             for entry in t.live.iter().map_err(&e)? {
@@ -638,7 +789,7 @@ impl RedbStore {
                 }
                 let mut job = old.clone();
                 job.status = JobStatus::Failed;
-                job.error = error.to_owned();
+                job.error.clone_from(&error);
                 job.lease = now;
                 t.put_job(&old, &job)?;
                 n += 1;
@@ -648,22 +799,66 @@ impl RedbStore {
     }
 
     fn live_jobs_sync(&self, caller: Option<&str>) -> Result<usize, StoreError> {
-        self.read(|txn| {
-            let n = match caller {
-                None => {
-                    let meta = txn.open_table(META).map_err(err("open meta table"))?;
-                    counter(&meta, LIVE_TOTAL)?
-                }
-                Some(c) => {
-                    let table = txn
-                        .open_table(CALLER_LIVE)
-                        .map_err(err("open caller_live table"))?;
-                    let n = table.get(c).map_err(err("read caller live count"))?;
-                    n.map_or(0, |g| g.value())
-                }
+        let tally = self.tally_lock();
+        let n = match caller {
+            None => tally.live,
+            Some(c) => tally.by_caller.get(c).copied().unwrap_or(0),
+        };
+        usize::try_from(n).map_err(|_| StoreError::Corrupt("live count out of range".into()))
+    }
+}
+
+/// Admit as an operation of a write transaction: reuse check, caps and insert.
+pub(crate) fn admit_op(
+    job: NewJob,
+    caps: Caps,
+) -> impl FnMut(&mut Tables<'_>) -> Result<Done<Admission>, StoreError> + Send + 'static {
+    move |t| {
+        let now = job.now;
+        let mut best: Option<(i64, String)> = None;
+        let ids = t
+            .idem
+            .get((job.caller.as_str(), job.idem_key.as_str()))
+            .map_err(err("read idem index"))?;
+        for id in ids {
+            let id = id.map_err(err("read idem index"))?;
+            let id = id.value();
+            let Some(j) = load_job(&t.rows, id)? else {
+                continue;
             };
-            usize::try_from(n).map_err(|_| StoreError::Corrupt("live count out of range".into()))
-        })
+            if reusable(j.status, j.lease, now, caps.ttl_secs)
+                && best
+                    .as_ref()
+                    .is_none_or(|(c, b)| (j.created_at, id) > (*c, b.as_str()))
+            {
+                best = Some((j.created_at, id.to_owned()));
+            }
+        }
+        if let Some((_, id)) = best {
+            return Ok(Done(Admission::Reused { id }, false));
+        }
+        if job.targets.len() > caps.targets_per_job {
+            let a = Admission::TooManyTargets {
+                max: caps.targets_per_job,
+                got: job.targets.len(),
+            };
+            return Ok(Done(a, false));
+        }
+        if t.caller_live(&job.caller)? >= caps.jobs_per_caller as u64 {
+            return Ok(Done(Admission::CallerBusy, false));
+        }
+        if t.live_total()? >= caps.jobs_total as u64 {
+            return Ok(Done(Admission::Busy, false));
+        }
+        if t.job(&job.id)?.is_some() {
+            return Err(StoreError::Conflict(format!(
+                "job {} already exists",
+                job.id
+            )));
+        }
+        let (row, targets) = job.rows();
+        t.insert_job(&row, &targets)?;
+        Ok(Done(Admission::Created, true))
     }
 }
 
@@ -675,7 +870,7 @@ impl BatchStore for RedbStore {
 
     async fn job(&self, id: &str) -> Result<Option<JobRow>, StoreError> {
         self.read(|txn| {
-            let table = txn.open_table(JOBS).map_err(err("open jobs table"))?;
+            let table = txn.open_table(ROWS).map_err(err("open rows table"))?;
             load_job(&table, id)
         })
     }
@@ -735,9 +930,6 @@ impl BatchStore for RedbStore {
     }
 
     async fn total_bytes(&self) -> Result<u64, StoreError> {
-        self.read(|txn| {
-            let meta = txn.open_table(META).map_err(err("open meta table"))?;
-            counter(&meta, TOTAL_BYTES)
-        })
+        Ok(self.tally_lock().bytes)
     }
 }

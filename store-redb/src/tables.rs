@@ -3,27 +3,28 @@
 //!
 //! | table | key → value | for |
 //! |---|---|---|
-//! | `rota_meta` | name → bytes | magic, schema version, the total bytes, the live total |
-//! | `jobs` | job id → job row | every read and write of a job |
-//! | `targets` | (job id, idx) → target row | a job's targets in idx order, by range |
+//! | `rota_meta` | name → bytes | the magic and the schema version |
+//! | `rows` | (job id, 0) → job row; (job id, idx + 1) → target row | a job and its targets side by side |
 //! | `idem` | (caller, idem key) ⇒ job ids (multimap) | admit's reuse check |
-//! | `live` | job id → () | recover: the queued and running jobs |
-//! | `caller_live` | caller → live count | admit's per-caller cap, in O(1) |
+//! | `live` | job id → () | recover and the counts at open: the queued and running jobs |
 //! | `terminal_by_lease` | (lease, job id) → () | sweep: oldest leases first |
 //! | `terminal_by_created` | (created_at, job id) → () | evict: oldest jobs first |
 //!
-//! The counters and indexes change in the same transaction as the rows they describe, so they
-//! are never out of step, even after a crash.
+//! A job's row and its targets' rows share one table, the job's first: storing a target writes
+//! the target and its job, two neighbouring rows of one B-tree, so a commit copies one path of
+//! pages rather than one per table (redb copies every page it changes, up to the root, and
+//! writes them all at each durable commit). The indexes change in the same transaction as the
+//! rows they describe, so they are never out of step, even after a crash. The counts admit and
+//! evict consult (total bytes, live jobs in all and per caller) are not stored: the store
+//! counts them when it opens and keeps them in memory.
 
 use redb::{MultimapTableDefinition, TableDefinition};
 
 pub(crate) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("rota_meta");
-pub(crate) const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
-pub(crate) const TARGETS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("targets");
+pub(crate) const ROWS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("rows");
 pub(crate) const IDEM: MultimapTableDefinition<(&str, &str), &str> =
     MultimapTableDefinition::new("idem");
 pub(crate) const LIVE: TableDefinition<&str, ()> = TableDefinition::new("live");
-pub(crate) const CALLER_LIVE: TableDefinition<&str, u64> = TableDefinition::new("caller_live");
 pub(crate) const BY_LEASE: TableDefinition<(i64, &str), ()> =
     TableDefinition::new("terminal_by_lease");
 pub(crate) const BY_CREATED: TableDefinition<(i64, &str), ()> =
@@ -35,9 +36,14 @@ pub(crate) const MAGIC_KEY: &str = "magic";
 pub(crate) const MAGIC: &[u8] = b"rota-store-redb";
 /// The meta key of the schema version.
 pub(crate) const VERSION_KEY: &str = "schema_version";
-/// The schema version this build reads and writes.
-pub(crate) const VERSION: &str = "1";
-/// The meta key of the sum of every job's `n_bytes`.
-pub(crate) const TOTAL_BYTES: &str = "total_bytes";
-/// The meta key of the number of live jobs.
-pub(crate) const LIVE_TOTAL: &str = "live_total";
+/// The schema version this build reads and writes. Version 1 (before any release) kept jobs
+/// and targets in tables of their own and stored the counts.
+pub(crate) const VERSION: &str = "2";
+
+/// The slot of a job's own row in `rows`.
+pub(crate) const JOB_SLOT: u64 = 0;
+
+/// The slot of target `idx` in `rows`: `idx + 1`, `None` past `u64`.
+pub(crate) fn target_slot(idx: usize) -> Option<u64> {
+    u64::try_from(idx).ok()?.checked_add(1)
+}

@@ -1,6 +1,6 @@
 //! [`RedbStore::verify`]: a full scan checking that every index and counter agrees with the rows.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use redb::{ReadableDatabase, ReadableMultimapTable, ReadableTable};
 use rota_core::{StoreError, TargetRow};
@@ -26,8 +26,8 @@ pub struct Verified {
 impl RedbStore {
     /// Reads the whole store in one read transaction and checks that it is consistent: every
     /// row decodes; each job has exactly the targets `0..targets_total`, and its `targets_done`
-    /// and `n_bytes` match them; the total bytes, the live total and every caller's live count
-    /// match the jobs; the live, idempotency, lease and created indexes hold exactly the jobs
+    /// and `n_bytes` match them; the counts the store keeps in memory (total bytes, live jobs in
+    /// all and per caller) match the jobs; the live, idempotency, lease and created indexes hold exactly the jobs
     /// they should. [`StoreError::Corrupt`] names the first disagreement. For tools and tests:
     /// it reads everything.
     pub fn verify(&self) -> Result<Verified, StoreError> {
@@ -35,22 +35,20 @@ impl RedbStore {
         let bad = |why: String| StoreError::Corrupt(format!("verify: {why}"));
 
         let mut jobs = BTreeMap::new();
-        let table = txn.open_table(JOBS).ctx("verify")?;
-        for entry in table.iter().ctx("verify")? {
-            let (k, v) = entry.ctx("verify")?;
-            let job = decode_job(k.value(), v.value())?;
-            jobs.insert(job.id.clone(), job);
-        }
-
         let mut targets: BTreeMap<String, Vec<TargetRow>> = BTreeMap::new();
         let mut n_targets = 0;
-        let table = txn.open_table(TARGETS).ctx("verify")?;
+        let table = txn.open_table(ROWS).ctx("verify")?;
         for entry in table.iter().ctx("verify")? {
             let (k, v) = entry.ctx("verify")?;
-            let (id, idx) = k.value();
-            let row = decode_target(idx, v.value())?;
-            targets.entry(id.to_owned()).or_default().push(row);
-            n_targets += 1;
+            let (id, slot) = k.value();
+            if slot == JOB_SLOT {
+                let job = decode_job(id, v.value())?;
+                jobs.insert(job.id.clone(), job);
+            } else {
+                let row = decode_target(slot - 1, v.value())?;
+                targets.entry(id.to_owned()).or_default().push(row);
+                n_targets += 1;
+            }
         }
         if let Some(id) = targets.keys().find(|id| !jobs.contains_key(*id)) {
             return Err(bad(format!("targets of a missing job {id}")));
@@ -94,18 +92,26 @@ impl RedbStore {
             }
         }
 
-        let meta = txn.open_table(META).ctx("verify")?;
-        let counter = |name: &str| -> Result<u64, StoreError> {
-            match meta.get(name).ctx("verify")? {
-                Some(g) => crate::codec::decode_u64(name, g.value()),
-                None => Err(bad(format!("meta {name} is missing"))),
-            }
-        };
-        if counter(TOTAL_BYTES)? != total {
-            return Err(bad(format!("total_bytes is not the jobs' sum {total}")));
+        let counted = self.tally();
+        if counted.bytes != total {
+            return Err(bad(format!(
+                "the counted total bytes {} are not the jobs' sum {total}",
+                counted.bytes
+            )));
         }
-        if counter(LIVE_TOTAL)? != live.len() as u64 {
-            return Err(bad(format!("live_total is not {}", live.len())));
+        if counted.live != live.len() as u64 {
+            return Err(bad(format!(
+                "the counted live jobs {} are not {}",
+                counted.live,
+                live.len()
+            )));
+        }
+        let expected: HashMap<String, u64> = per_caller
+            .into_iter()
+            .map(|(c, n)| (c.to_owned(), n))
+            .collect();
+        if counted.by_caller != expected {
+            return Err(bad("the counted per-caller live jobs do not match".into()));
         }
 
         let mut stored_live = BTreeSet::new();
@@ -114,23 +120,6 @@ impl RedbStore {
         }
         if stored_live != live {
             return Err(bad("the live index does not match the live jobs".into()));
-        }
-        let mut stored_callers = BTreeMap::new();
-        for entry in txn
-            .open_table(CALLER_LIVE)
-            .ctx("verify")?
-            .iter()
-            .ctx("verify")?
-        {
-            let (k, v) = entry.ctx("verify")?;
-            stored_callers.insert(k.value().to_owned(), v.value());
-        }
-        let expected: BTreeMap<String, u64> = per_caller
-            .into_iter()
-            .map(|(c, n)| (c.to_owned(), n))
-            .collect();
-        if stored_callers != expected {
-            return Err(bad("the per-caller live counts do not match".into()));
         }
         for (def, want, name) in [
             (BY_LEASE, &by_lease, "lease"),

@@ -1,0 +1,137 @@
+//! Group commit at the store: a batch of operations in one transaction, a failing one rerun
+//! alone, and the kept counts moved only by what committed.
+
+use std::sync::Arc;
+
+use rota_core::{
+    Admission, BatchStore, CallerClass, Caps, JobStatus, NewJob, StoreError, TargetWrite,
+};
+
+use crate::RedbStore;
+use crate::commit::Queued;
+use crate::store::{Commit, Op, Slot, admit_op};
+
+fn new_job(id: &str, caller: &str, now: i64) -> NewJob {
+    NewJob {
+        id: id.into(),
+        caller: caller.into(),
+        class: CallerClass::Fleet,
+        idem_key: format!("key-{id}"),
+        targets: vec![("u0".into(), "{}".into()), ("u1".into(), "{}".into())],
+        now,
+    }
+}
+
+const CAPS: Caps = Caps {
+    targets_per_job: 8,
+    jobs_per_caller: 2,
+    jobs_total: 100,
+    ttl_secs: 100,
+};
+
+fn admit(job: NewJob, caps: Caps) -> (Queued<Op>, Slot<Admission>) {
+    let (op, slot) = Op::new(Commit::Durable, admit_op(job, caps));
+    (Queued { ticket: 0, op }, slot)
+}
+
+#[tokio::test]
+async fn a_batch_commits_its_ops_in_order_each_seeing_the_ones_before() {
+    let s = RedbStore::in_memory().unwrap();
+    // Two admits of one caller with a cap of 2, then a third: the third sees the first two.
+    let (a, ra) = admit(new_job("a", "alice", 1), CAPS);
+    let (b, rb) = admit(new_job("b", "alice", 1), CAPS);
+    let (c, rc) = admit(new_job("c", "alice", 1), CAPS);
+    let mut batch = vec![a, b, c];
+    let results = s.commit_batch(&mut batch);
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert_eq!(ra.take().unwrap(), Admission::Created);
+    assert_eq!(rb.take().unwrap(), Admission::Created);
+    assert_eq!(rc.take().unwrap(), Admission::CallerBusy);
+    assert_eq!(s.live_jobs(Some("alice")).await.unwrap(), 2);
+    let v = s.verify().unwrap();
+    assert_eq!(v.jobs, vec!["a".to_string(), "b".to_string()]);
+}
+
+#[tokio::test]
+async fn an_op_that_fails_in_a_batch_fails_alone_and_the_others_commit() {
+    let s = RedbStore::in_memory().unwrap();
+    assert_eq!(
+        s.admit(&new_job("x", "bob", 1), &CAPS).await.unwrap(),
+        Admission::Created
+    );
+    let bytes = s.total_bytes().await.unwrap();
+    // `x` again under another key: the id exists, so that admit is a Conflict.
+    let mut dup = new_job("x", "carol", 1);
+    dup.idem_key = "other".into();
+    let (a, ra) = admit(new_job("a", "alice", 1), CAPS);
+    let (d, _) = admit(dup, CAPS);
+    let (b, rb) = admit(new_job("b", "dave", 1), CAPS);
+    let mut batch = vec![a, d, b];
+    let results = s.commit_batch(&mut batch);
+    assert!(results[0].is_ok(), "{results:?}");
+    assert!(
+        matches!(results[1], Err(StoreError::Conflict(_))),
+        "{results:?}"
+    );
+    assert!(results[2].is_ok(), "{results:?}");
+    assert_eq!(ra.take().unwrap(), Admission::Created);
+    assert_eq!(rb.take().unwrap(), Admission::Created);
+    // Nothing of the failed admit was stored or counted, once each.
+    assert_eq!(s.live_jobs(None).await.unwrap(), 3);
+    assert_eq!(s.live_jobs(Some("carol")).await.unwrap(), 0);
+    assert_eq!(s.job("x").await.unwrap().unwrap().caller, "bob");
+    assert_eq!(s.total_bytes().await.unwrap(), bytes * 3);
+    s.verify().unwrap();
+}
+
+#[test]
+fn threads_writing_at_once_keep_every_cap_and_count() {
+    let s = Arc::new(RedbStore::in_memory().unwrap());
+    let caps = Caps {
+        jobs_per_caller: 1000,
+        jobs_total: 25,
+        ..CAPS
+    };
+    let done = TargetWrite::Done {
+        result: "r".repeat(10),
+    };
+    let created: usize = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|t| {
+                let (s, done) = (s.clone(), done.clone());
+                scope.spawn(move || {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .build()
+                        .unwrap();
+                    rt.block_on(async {
+                        let mut created = 0;
+                        for n in 0..20 {
+                            let id = format!("t{t}-{n}");
+                            match s
+                                .admit(&new_job(&id, &format!("c{t}"), 1), &caps)
+                                .await
+                                .unwrap()
+                            {
+                                Admission::Created => created += 1,
+                                Admission::Busy => continue,
+                                a => panic!("{a:?}"),
+                            }
+                            for idx in 0..2 {
+                                s.start_target(&id, idx, 2).await.unwrap().unwrap();
+                                let finish = (n % 2 == 0 && idx == 1).then_some(JobStatus::Done);
+                                assert!(s.finish_target(&id, idx, &done, 3, finish).await.unwrap());
+                            }
+                        }
+                        created
+                    })
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    let v = s.verify().unwrap();
+    assert_eq!(v.jobs.len(), created);
+    // The odd jobs stay live and the even ones end: 40 odd admits fill the cap of 25 exactly.
+    assert_eq!(v.live, 25, "the total cap held");
+    assert_eq!(v.targets, 2 * created);
+}
