@@ -1,6 +1,7 @@
 //! [`MemoryStore`]: the [`BatchStore`] over [`State`] behind one mutex.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
@@ -18,6 +19,9 @@ use crate::state::State;
 #[derive(Default)]
 pub struct MemoryStore {
     state: Mutex<State>,
+    /// The state's total bytes as of its last write, so that evict, called after every stored
+    /// target and almost always under the budget, need not take the lock to find that out.
+    total_bytes: AtomicU64,
 }
 
 impl MemoryStore {
@@ -30,6 +34,14 @@ impl MemoryStore {
     /// consistent state and is taken over.
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs a write under the lock, and publishes the total bytes it leaves before unlocking.
+    fn write<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        let mut st = self.state();
+        let out = f(&mut st);
+        self.total_bytes.store(st.total_bytes(), Ordering::Release);
+        out
     }
 }
 
@@ -51,7 +63,7 @@ impl fmt::Debug for MemoryStore {
 #[async_trait]
 impl BatchStore for MemoryStore {
     async fn admit(&self, job: &NewJob, caps: &Caps) -> Result<Admission, StoreError> {
-        self.state().admit(job, caps)
+        self.write(|st| st.admit(job, caps))
     }
 
     async fn job(&self, id: &str) -> Result<Option<JobRow>, StoreError> {
@@ -68,7 +80,7 @@ impl BatchStore for MemoryStore {
         idx: usize,
         now: i64,
     ) -> Result<Option<TargetRow>, StoreError> {
-        Ok(self.state().start_target(id, idx, now))
+        Ok(self.write(|st| st.start_target(id, idx, now)))
     }
 
     async fn finish_target(
@@ -79,7 +91,7 @@ impl BatchStore for MemoryStore {
         now: i64,
         finish: Option<JobStatus>,
     ) -> Result<bool, StoreError> {
-        Ok(self.state().finish_target(id, idx, write, now, finish))
+        Ok(self.write(|st| st.finish_target(id, idx, write, now, finish)))
     }
 
     async fn set_status(
@@ -89,23 +101,28 @@ impl BatchStore for MemoryStore {
         error: &str,
         now: i64,
     ) -> Result<bool, StoreError> {
-        Ok(self.state().set_status(id, status, error, now))
+        Ok(self.write(|st| st.set_status(id, status, error, now)))
     }
 
     async fn touch(&self, id: &str, now: i64) -> Result<bool, StoreError> {
-        Ok(self.state().touch(id, now))
+        Ok(self.write(|st| st.touch(id, now)))
     }
 
     async fn sweep(&self, now: i64, ttl_secs: i64) -> Result<usize, StoreError> {
-        Ok(self.state().sweep(now, ttl_secs))
+        Ok(self.write(|st| st.sweep(now, ttl_secs)))
     }
 
     async fn evict(&self, max_bytes: u64) -> Result<usize, StoreError> {
-        Ok(self.state().evict(max_bytes))
+        // Under the budget (nearly always): no lock. A write racing this call is ordered after
+        // it; every write this caller saw complete is counted.
+        if self.total_bytes.load(Ordering::Acquire) <= max_bytes {
+            return Ok(0);
+        }
+        Ok(self.write(|st| st.evict(max_bytes)))
     }
 
     async fn recover(&self, error: &str, now: i64) -> Result<usize, StoreError> {
-        Ok(self.state().recover(error, now))
+        Ok(self.write(|st| st.recover(error, now)))
     }
 
     async fn live_jobs(&self, caller: Option<&str>) -> Result<usize, StoreError> {
@@ -113,7 +130,7 @@ impl BatchStore for MemoryStore {
     }
 
     async fn total_bytes(&self) -> Result<u64, StoreError> {
-        Ok(self.state().total_bytes())
+        Ok(self.total_bytes.load(Ordering::Acquire))
     }
 }
 
@@ -215,6 +232,53 @@ mod tests {
             created > 100 && deleted > 100 && recovered > 0,
             "{created} {deleted} {recovered}"
         );
+    }
+
+    #[tokio::test]
+    async fn the_published_total_follows_every_write_and_evict_reads_it() {
+        let store = MemoryStore::new();
+        let caps = Caps {
+            jobs_per_caller: 100,
+            jobs_total: 100,
+            ..CAPS
+        };
+        let same = |store: &MemoryStore| {
+            assert_eq!(
+                store.total_bytes.load(Ordering::Acquire),
+                store.state().total_bytes()
+            )
+        };
+        for n in 0..4i64 {
+            let id = format!("j{n}");
+            let job = new_job(&id, "alice", &id, 2, n);
+            assert_eq!(store.admit(&job, &caps).await.unwrap(), Admission::Created);
+            same(&store);
+            for idx in 0..2 {
+                store.start_target(&id, idx, n).await.unwrap().unwrap();
+                same(&store);
+                let done = TargetWrite::Done {
+                    result: "r".repeat(10 * (n as usize + 1)),
+                };
+                let finish = (idx == 1).then_some(JobStatus::Done);
+                assert!(
+                    store
+                        .finish_target(&id, idx, &done, n, finish)
+                        .await
+                        .unwrap()
+                );
+                same(&store);
+            }
+        }
+        let total = store.total_bytes().await.unwrap();
+        assert!(total > 0);
+        assert_eq!(store.evict(total).await.unwrap(), 0);
+        // One byte over the budget: the oldest job goes, and the total published follows.
+        assert_eq!(store.evict(total - 1).await.unwrap(), 1);
+        assert!(store.job("j0").await.unwrap().is_none());
+        assert!(store.total_bytes().await.unwrap() < total);
+        same(&store);
+        assert_eq!(store.recover("interrupted", 9).await.unwrap(), 0);
+        same(&store);
     }
 
     #[tokio::test]
