@@ -135,3 +135,100 @@ fn threads_writing_at_once_keep_every_cap_and_count() {
     assert_eq!(v.live, 25, "the total cap held");
     assert_eq!(v.targets, 2 * created);
 }
+
+/// An operation that panics inside its transaction.
+fn panicking() -> (Queued<Op>, Slot<()>) {
+    let (op, slot) = Op::new(Commit::Durable, |_t| -> Result<crate::store::Done<()>, _> {
+        panic!("an operation's bug")
+    });
+    (Queued { ticket: 0, op }, slot)
+}
+
+#[tokio::test]
+async fn an_op_that_panics_fails_alone_and_its_batch_mates_commit() {
+    let s = RedbStore::in_memory().unwrap();
+    // The panic in the batch's transaction aborts it; each op then runs alone.
+    let (a, ra) = admit(new_job("a", "alice", 1), CAPS);
+    let (p, rp) = panicking();
+    let (b, rb) = admit(new_job("b", "bob", 1), CAPS);
+    let mut batch = vec![a, p, b];
+    let results = s.commit_batch(&mut batch);
+    assert!(results[0].is_ok(), "{results:?}");
+    assert!(
+        matches!(&results[1], Err(e) if e.to_string().contains("panic")),
+        "{results:?}"
+    );
+    assert!(results[2].is_ok(), "{results:?}");
+    assert_eq!(ra.take().unwrap(), Admission::Created);
+    assert!(rp.take().is_err(), "the panicked op left no result");
+    assert_eq!(rb.take().unwrap(), Admission::Created);
+    assert_eq!(s.live_jobs(None).await.unwrap(), 2);
+    s.verify().unwrap();
+}
+
+#[tokio::test]
+async fn a_panic_in_a_rerun_keeps_the_results_of_the_ops_that_committed() {
+    let s = RedbStore::in_memory().unwrap();
+    assert_eq!(
+        s.admit(&new_job("x", "bob", 1), &CAPS).await.unwrap(),
+        Admission::Created
+    );
+    let mut dup = new_job("x", "carol", 1);
+    dup.idem_key = "other".into();
+    // The Conflict fails the batch; `a` then commits alone, before the panic of the last op.
+    let (a, ra) = admit(new_job("a", "alice", 1), CAPS);
+    let (d, _) = admit(dup, CAPS);
+    let (p, _) = panicking();
+    let mut batch = vec![a, d, p];
+    let results = s.commit_batch(&mut batch);
+    assert!(results[0].is_ok(), "a committed op is told so: {results:?}");
+    assert!(
+        matches!(results[1], Err(StoreError::Conflict(_))),
+        "{results:?}"
+    );
+    assert!(results[2].is_err(), "{results:?}");
+    assert_eq!(ra.take().unwrap(), Admission::Created);
+    assert_eq!(s.job("a").await.unwrap().unwrap().caller, "alice");
+    assert_eq!(s.live_jobs(None).await.unwrap(), 2);
+    s.verify().unwrap();
+}
+
+#[test]
+fn verify_agrees_with_the_counts_while_another_thread_writes() {
+    let s = Arc::new(RedbStore::in_memory().unwrap());
+    let caps = Caps {
+        jobs_per_caller: 1000,
+        ..CAPS
+    };
+    let done = TargetWrite::Done { result: "r".into() };
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                for n in 0..60 {
+                    let id = format!("w{n}");
+                    let job = new_job(&id, "alice", 1);
+                    assert_eq!(s.admit(&job, &caps).await.unwrap(), Admission::Created);
+                    for idx in 0..2 {
+                        let finish = (idx == 1).then_some(JobStatus::Done);
+                        assert!(s.finish_target(&id, idx, &done, 2, finish).await.unwrap());
+                    }
+                }
+            });
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        // Every verify while the writer commits reads rows and counts of one moment.
+        let mut checks = 0;
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            if let Err(e) = s.verify() {
+                panic!("verify during writes, after {checks} good checks: {e}");
+            }
+            checks += 1;
+        }
+        writer.join().unwrap();
+    });
+    s.verify().unwrap();
+}

@@ -67,6 +67,19 @@ impl<O> Default for Combiner<O> {
     }
 }
 
+/// The error of an operation whose commit panicked.
+pub(crate) fn panicked() -> StoreError {
+    StoreError::backend(
+        "write",
+        io::Error::other("the store failed while committing (a panic)"),
+    )
+}
+
+/// Calls `f`, a commit, and turns a panic inside it into [`panicked`]'s error.
+pub(crate) fn guarded(f: impl FnOnce() -> Result<(), StoreError>) -> Result<(), StoreError> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| Err(panicked()))
+}
+
 /// Runs a batch: one result per operation, in the batch's order.
 pub(crate) type Exec<'a, O> = &'a dyn Fn(&mut [Queued<O>]) -> Vec<Result<(), StoreError>>;
 
@@ -99,6 +112,8 @@ impl<O> Combiner<O> {
                     break;
                 }
                 drop(st);
+                // `exec` catches a panic per commit (so that one operation's panic fails it
+                // alone); this is the net under that, for a panic in `exec` itself.
                 let results = catch_unwind(AssertUnwindSafe(|| exec(&mut batch)))
                     .unwrap_or_else(|_| Vec::new());
                 let mut results = results.into_iter();
@@ -106,12 +121,7 @@ impl<O> Combiner<O> {
                 drop(batch);
                 st = self.lock();
                 for t in tickets {
-                    let r = results.next().unwrap_or_else(|| {
-                        Err(StoreError::backend(
-                            "write",
-                            io::Error::other("the store failed while committing (a panic)"),
-                        ))
-                    });
+                    let r = results.next().unwrap_or_else(|| Err(panicked()));
                     st.done.insert(t, r);
                 }
                 self.ready.notify_all();

@@ -15,7 +15,7 @@ use rota_core::{
 };
 
 use crate::codec::{decode_job, decode_target, encode_job, encode_target};
-use crate::commit::{Combiner, Queued};
+use crate::commit::{Combiner, Queued, guarded};
 use crate::error::{Ctx, err};
 use crate::tables::*;
 
@@ -78,8 +78,14 @@ impl Default for RedbOptions {
 /// committing thread commits them all together in its next transaction: one fsync for all,
 /// and no wait for a sleeping thread to wake between commits. Each operation still runs whole,
 /// after the ones before it in the batch, and returns only once its transaction has committed;
-/// if one operation of a batch fails, the batch is not committed and each of its operations
-/// runs again in a transaction of its own, so an error belongs to its operation alone.
+/// if one operation of a batch fails (an error, or a panic inside redb or the operation), the
+/// batch is not committed and each of its operations runs again in a transaction of its own,
+/// so a failure belongs to its operation alone.
+///
+/// The live and byte counts are kept in memory and move just after each commit.
+/// [`live_jobs`](BatchStore::live_jobs), [`total_bytes`](BatchStore::total_bytes) and
+/// [`verify`](RedbStore::verify) wait out a commit in progress, so what they report agrees
+/// with every row a read has seen.
 ///
 /// # Fewer fsyncs per target
 ///
@@ -116,6 +122,8 @@ pub struct RedbStore {
     queue: Combiner<Op>,
     /// The counts, as of the last commit.
     tally: Mutex<Tally>,
+    /// See [`RedbStore::published`].
+    published: Mutex<()>,
 }
 
 /// What a commit must promise.
@@ -489,12 +497,22 @@ impl RedbStore {
             lazy_commits: AtomicU32::new(0),
             queue: Combiner::default(),
             tally: Mutex::new(tally),
+            published: Mutex::new(()),
         })
     }
 
     /// The counts as of the last commit.
     pub(crate) fn tally(&self) -> Tally {
         self.tally_lock().clone()
+    }
+
+    /// Held from a commit to its counts' update: while it is held by a reader, no commit is
+    /// between the two, so the rows it reads and the counts agree. Only the committing thread
+    /// (one at a time, the group commit's leader) and such readers take it.
+    pub(crate) fn published(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.published
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn tally_lock(&self) -> std::sync::MutexGuard<'_, Tally> {
@@ -525,14 +543,15 @@ impl RedbStore {
         slot.take()
     }
 
-    /// Commits `batch` in one transaction; if that fails, each operation in one of its own.
+    /// Commits `batch` in one transaction; if that fails (an error or a panic), each operation
+    /// in one of its own, so that a failure, a panic too, belongs to its operation alone.
     pub(crate) fn commit_batch(&self, batch: &mut [Queued<Op>]) -> Vec<Result<(), StoreError>> {
-        if batch.len() > 1 && self.commit(batch.iter_mut().map(|q| &mut q.op)).is_ok() {
+        if batch.len() > 1 && guarded(|| self.commit(batch.iter_mut().map(|q| &mut q.op))).is_ok() {
             return batch.iter().map(|_| Ok(())).collect();
         }
         batch
             .iter_mut()
-            .map(|q| self.commit(std::iter::once(&mut q.op)))
+            .map(|q| guarded(|| self.commit(std::iter::once(&mut q.op))))
             .collect()
     }
 
@@ -565,6 +584,8 @@ impl RedbStore {
             txn.set_durability(redb::Durability::None)
                 .map_err(err("set durability"))?;
         }
+        // The rows and the counts become visible together to whoever takes `published`.
+        let _published = self.published();
         txn.commit().map_err(err("commit"))?;
         self.tally_lock().apply(delta);
         Ok(())
@@ -740,6 +761,9 @@ impl RedbStore {
 
     fn evict_sync(&self, max_bytes: u64) -> Result<usize, StoreError> {
         // Under the limit (the common case, after every stored target): no transaction at all.
+        // Not behind `published`, so as not to wait out another thread's commit: the total
+        // holds every write that returned (this caller's own included); a commit still
+        // finishing is seen by the next evict.
         if self.tally_lock().bytes <= max_bytes {
             return Ok(0);
         }
@@ -799,6 +823,8 @@ impl RedbStore {
     }
 
     fn live_jobs_sync(&self, caller: Option<&str>) -> Result<usize, StoreError> {
+        // After any commit whose rows a read may already have seen.
+        let _published = self.published();
         let tally = self.tally_lock();
         let n = match caller {
             None => tally.live,
@@ -930,6 +956,7 @@ impl BatchStore for RedbStore {
     }
 
     async fn total_bytes(&self) -> Result<u64, StoreError> {
+        let _published = self.published();
         Ok(self.tally_lock().bytes)
     }
 }

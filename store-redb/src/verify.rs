@@ -31,7 +31,14 @@ impl RedbStore {
     /// they should. [`StoreError::Corrupt`] names the first disagreement. For tools and tests:
     /// it reads everything.
     pub fn verify(&self) -> Result<Verified, StoreError> {
-        let txn = self.db().begin_read().map_err(err("begin read"))?;
+        // The snapshot and the counts of one moment: no commit between the two.
+        let (txn, counted) = {
+            let _published = self.published();
+            (
+                self.db().begin_read().map_err(err("begin read"))?,
+                self.tally(),
+            )
+        };
         let bad = |why: String| StoreError::Corrupt(format!("verify: {why}"));
 
         let mut jobs = BTreeMap::new();
@@ -92,7 +99,6 @@ impl RedbStore {
             }
         }
 
-        let counted = self.tally();
         if counted.bytes != total {
             return Err(bad(format!(
                 "the counted total bytes {} are not the jobs' sum {total}",
