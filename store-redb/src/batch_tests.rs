@@ -34,6 +34,13 @@ fn admit(job: NewJob, caps: Caps) -> (Queued<Op>, Slot<Admission>) {
     (Queued { ticket: 0, op }, slot)
 }
 
+/// An admit of the stored job `x` again, under another caller and key: a Conflict.
+fn conflicting_admit() -> Queued<Op> {
+    let mut dup = new_job("x", "carol", 1);
+    dup.idem_key = "other".into();
+    admit(dup, CAPS).0
+}
+
 #[tokio::test]
 async fn a_batch_commits_its_ops_in_order_each_seeing_the_ones_before() {
     let s = RedbStore::in_memory().unwrap();
@@ -60,11 +67,8 @@ async fn an_op_that_fails_in_a_batch_fails_alone_and_the_others_commit() {
         Admission::Created
     );
     let bytes = s.total_bytes().await.unwrap();
-    // `x` again under another key: the id exists, so that admit is a Conflict.
-    let mut dup = new_job("x", "carol", 1);
-    dup.idem_key = "other".into();
     let (a, ra) = admit(new_job("a", "alice", 1), CAPS);
-    let (d, _) = admit(dup, CAPS);
+    let d = conflicting_admit();
     let (b, rb) = admit(new_job("b", "dave", 1), CAPS);
     let mut batch = vec![a, d, b];
     let results = s.commit_batch(&mut batch);
@@ -173,11 +177,9 @@ async fn a_panic_in_a_rerun_keeps_the_results_of_the_ops_that_committed() {
         s.admit(&new_job("x", "bob", 1), &CAPS).await.unwrap(),
         Admission::Created
     );
-    let mut dup = new_job("x", "carol", 1);
-    dup.idem_key = "other".into();
     // The Conflict fails the batch; `a` then commits alone, before the panic of the last op.
     let (a, ra) = admit(new_job("a", "alice", 1), CAPS);
-    let (d, _) = admit(dup, CAPS);
+    let d = conflicting_admit();
     let (p, _) = panicking();
     let mut batch = vec![a, d, p];
     let results = s.commit_batch(&mut batch);
