@@ -2,6 +2,7 @@
 //! alone, and the kept counts moved only by what committed.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rota_core::{
     Admission, BatchStore, CallerClass, Caps, JobStatus, NewJob, StoreError, TargetWrite,
@@ -9,7 +10,7 @@ use rota_core::{
 
 use crate::RedbStore;
 use crate::commit::Queued;
-use crate::store::{Commit, Op, Slot, admit_op};
+use crate::store::{Commit, Done, Op, Slot, admit_op};
 
 fn new_job(id: &str, caller: &str, now: i64) -> NewJob {
     NewJob {
@@ -142,7 +143,7 @@ fn threads_writing_at_once_keep_every_cap_and_count() {
 
 /// An operation that panics inside its transaction.
 fn panicking() -> (Queued<Op>, Slot<()>) {
-    let (op, slot) = Op::new(Commit::Durable, |_t| -> Result<crate::store::Done<()>, _> {
+    let (op, slot) = Op::new(Commit::Durable, |_t| -> Result<Done<()>, _> {
         panic!("an operation's bug")
     });
     (Queued { ticket: 0, op }, slot)
@@ -203,7 +204,7 @@ fn verify_agrees_with_the_counts_while_another_thread_writes() {
         ..CAPS
     };
     let done = TargetWrite::Done { result: "r".into() };
-    let stop = std::sync::atomic::AtomicBool::new(false);
+    let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
         let writer = scope.spawn(|| {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -220,11 +221,11 @@ fn verify_agrees_with_the_counts_while_another_thread_writes() {
                     }
                 }
             });
-            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            stop.store(true, Ordering::SeqCst);
         });
         // Every verify while the writer commits reads rows and counts of one moment.
         let mut checks = 0;
-        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        while !stop.load(Ordering::SeqCst) {
             if let Err(e) = s.verify() {
                 panic!("verify during writes, after {checks} good checks: {e}");
             }
