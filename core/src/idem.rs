@@ -10,13 +10,28 @@ pub fn idem_key(caller_name: &str, targets: &[Target]) -> String {
     let mut h = Sha256::new();
     h.update(caller_name.as_bytes());
     h.update([0u8]);
-    // Serializing plain strings, bools and options into a Vec cannot fail; should it ever, the
-    // key still covers the name and the Debug form, so distinct inputs stay distinct.
-    match serde_json::to_vec(targets) {
-        Ok(json) => h.update(&json),
-        Err(_) => h.update(format!("{targets:?}").as_bytes()),
+    // The JSON is hashed as it is written (the same bytes as `serde_json::to_vec`, without
+    // building them: a job of 32 targets is several KiB). Serializing plain strings, bools and
+    // options cannot fail, and hashing never does; should it ever, the key covers the Debug
+    // form after what was hashed, so distinct inputs stay distinct.
+    if serde_json::to_writer(Hashing(&mut h), targets).is_err() {
+        h.update(format!("{targets:?}").as_bytes());
     }
     hex(&h.finalize())
+}
+
+/// An [`io::Write`](std::io::Write) that feeds a hasher.
+struct Hashing<'a>(&'a mut Sha256);
+
+impl std::io::Write for Hashing<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Lowercase hex of `bytes`.
@@ -74,6 +89,30 @@ mod tests {
             idem_key("alice", &[a(), b]),
             "5db441b5c24bffc3ab2ce45e7e6d11f2897557483fa0451ddea80eb9960f46e5"
         );
+    }
+
+    proptest::proptest! {
+        /// The streamed hash is the hash of SPEC's bytes: name, 0x00, `serde_json::to_vec`.
+        #[test]
+        fn idem_key_hashes_exactly_the_spec_bytes(
+            name in ".{0,12}",
+            targets in proptest::collection::vec(
+                (".{0,40}", ".{0,6}", ".{0,6}", proptest::option::of(proptest::bool::ANY), proptest::bool::ANY),
+                0..40,
+            ),
+        ) {
+            let targets: Vec<Target> = targets
+                .into_iter()
+                .map(|(url, mode, grep, context, recover)| Target {
+                    url,
+                    options: Options { mode, grep, context, recover, ..Options::default() },
+                })
+                .collect();
+            let mut bytes = name.as_bytes().to_vec();
+            bytes.push(0);
+            bytes.extend(serde_json::to_vec(&targets).unwrap());
+            proptest::prop_assert_eq!(idem_key(&name, &targets), hex(&Sha256::digest(&bytes)));
+        }
     }
 
     #[test]
