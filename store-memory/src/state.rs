@@ -64,7 +64,14 @@ pub(crate) struct State {
 }
 
 impl State {
-    pub(crate) fn admit(&mut self, job: &NewJob, caps: &Caps) -> Result<Admission, StoreError> {
+    /// Admits `job` (SPEC §3), storing `rows` (its `job.rows()`, built by the caller before
+    /// taking the lock) if it is created.
+    pub(crate) fn admit(
+        &mut self,
+        job: &NewJob,
+        caps: &Caps,
+        rows: (JobRow, Vec<TargetRow>),
+    ) -> Result<Admission, StoreError> {
         if let Some(id) = self.reusable_job(job, caps.ttl_secs) {
             return Ok(Admission::Reused { id });
         }
@@ -86,7 +93,7 @@ impl State {
                 job.id
             )));
         }
-        let (row, targets) = job.rows();
+        let (row, targets) = rows;
         self.total_bytes = self.total_bytes.saturating_add(row.n_bytes);
         self.live_total += 1;
         *self.live_by_caller.entry(row.caller.clone()).or_default() += 1;

@@ -63,7 +63,11 @@ impl fmt::Debug for MemoryStore {
 #[async_trait]
 impl BatchStore for MemoryStore {
     async fn admit(&self, job: &NewJob, caps: &Caps) -> Result<Admission, StoreError> {
-        self.write(|st| st.admit(job, caps))
+        // The rows (a copy of every URL and options) are built before the lock is taken, so
+        // that a submit holds it only for the checks and the inserts, not for the copying: the
+        // workers' start and finish calls wait on it meanwhile.
+        let rows = job.rows();
+        self.write(|st| st.admit(job, caps, rows))
     }
 
     async fn job(&self, id: &str) -> Result<Option<JobRow>, StoreError> {
@@ -183,7 +187,7 @@ mod tests {
                         1 + idx,
                         now,
                     );
-                    if s.admit(&job, &CAPS) == Ok(Admission::Created) {
+                    if s.admit(&job, &CAPS, job.rows()) == Ok(Admission::Created) {
                         created += 1;
                     }
                 }
