@@ -188,6 +188,8 @@ impl Runner {
                         .await;
                     return Err(SubmitError::Store(StoreError::Closed));
                 }
+                // The job is dispatchable now: an idle worker need not wait out the sweep.
+                inner.wake_idle();
                 debug!(job = %job.id, targets = job.targets.len(), "job created");
                 inner.hook(|h| h.job(JobOutcome::Created));
                 match inner.store().sweep(now, inner.caps.ttl_secs).await {
@@ -195,7 +197,6 @@ impl Runner {
                     Ok(n) => debug!(jobs = n, "swept expired jobs"),
                     Err(e) => warn!(job = %job.id, error = %e, "store: sweep failed"),
                 }
-                inner.wake_idle();
                 Ok(Submitted {
                     id: job.id,
                     reused: false,
