@@ -1,8 +1,8 @@
 //! `runner` and `history` rows: the [`Runner`] end to end with an instant fetch, and beside it
 //! the raw loop of the same store calls.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rota::{
@@ -42,10 +42,11 @@ pub fn caps() -> Caps {
     }
 }
 
-/// Counts finished jobs and wakes the bench when `goal` of them are done.
+/// Counts finished jobs, notes when the latest was, and wakes the bench when `goal` are done.
 #[derive(Default)]
 pub struct Finished {
-    done: AtomicUsize,
+    /// Jobs reported done, and when the latest of them was (its last target stored).
+    done: Mutex<(usize, Option<Instant>)>,
     goal: AtomicUsize,
     notify: Notify,
 }
@@ -53,8 +54,10 @@ pub struct Finished {
 impl Hooks for Finished {
     fn job(&self, outcome: JobOutcome) {
         if outcome == JobOutcome::Done {
-            let n = self.done.fetch_add(1, Ordering::SeqCst) + 1;
-            if n == self.goal.load(Ordering::SeqCst) {
+            let mut done = self.done();
+            done.0 += 1;
+            done.1 = Some(Instant::now());
+            if done.0 == self.goal.load(Ordering::SeqCst) {
                 self.notify.notify_one();
             }
         }
@@ -62,10 +65,24 @@ impl Hooks for Finished {
 }
 
 impl Finished {
-    async fn wait_for(&self, goal: usize) {
+    fn done(&self) -> MutexGuard<'_, (usize, Option<Instant>)> {
+        self.done.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits until `goal` jobs are done, and returns when the last of them was: the bench's
+    /// own wake-up after that is not the runner's time. (A rep's jobs are all submitted before
+    /// this call and the next rep's after it returns, so the latest done job is the rep's
+    /// last; a goal met before it was set here is seen by the first look.)
+    async fn wait_for(&self, goal: usize) -> Instant {
         self.goal.store(goal, Ordering::SeqCst);
-        while self.done.load(Ordering::SeqCst) < goal {
-            self.notify.notified().await;
+        loop {
+            let notified = self.notify.notified();
+            if let (n, Some(at)) = *self.done()
+                && n >= goal
+            {
+                return at;
+            }
+            notified.await;
         }
     }
 }
@@ -126,7 +143,7 @@ impl Shape {
 
 /// Targets stored per second by a runner with `workers` on `store`: each rep submits `live`
 /// jobs up front and waits until all are done; the clock runs from each rep's first submit to
-/// its last stored target. `first_job` numbers the jobs (so the URLs and keys are new).
+/// its last stored target (as the hook of its last job saw it, not when the bench woke). `first_job` numbers the jobs (so the URLs and keys are new).
 pub async fn run(
     store: Arc<dyn BatchStore>,
     workers: usize,
@@ -163,8 +180,8 @@ pub async fn run(
                 Err(e) => panic!("bench: submit failed: {e}"),
             }
         }
-        hooks.wait_for(goal).await;
-        busy += t0.elapsed();
+        let end = hooks.wait_for(goal).await;
+        busy += end.saturating_duration_since(t0);
     }
     runner.close().await;
     Ok(shape.targets() as f64 / busy.as_secs_f64())
