@@ -64,7 +64,8 @@ struct BackendPlan {
     /// Each figure is the median of this many runs (the file stores' runs vary by ±15 % here
     /// from disk latency alone; the median drops a lucky or unlucky run of either column); the
     /// runs of a row's raw loop and runners take turns, so a slow spell of the machine falls
-    /// on both columns alike. Every run's figure is printed in a note.
+    /// on both columns alike, in an order that rotates from turn to turn. Every run's figure
+    /// is printed in a note.
     tries: usize,
     /// `tries` for the rows of 10 000 live jobs (each run is 10 000 × `per_job` targets).
     big_tries: usize,
@@ -354,16 +355,21 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
             };
             // Each column over `tries` turns of: raw loop, runner of 1, runner of 2.
             let mut turns: [Vec<f64>; 3] = Default::default();
-            for _ in 0..tries.max(1) {
-                turns[0].push(
-                    once(
-                        backend,
-                        |s| async move { runner::raw(&*s, shape, job).await },
-                    )
-                    .await?,
-                );
-                for (w, t) in turns.iter_mut().enumerate().skip(1) {
-                    t.push(once(backend, |s| runner::run(s, w, shape, job)).await?);
+            // The order rotates from turn to turn (raw, 1, 2; then 1, 2, raw; …), so that no
+            // column always runs first or last in a turn.
+            for turn in 0..tries.max(1) {
+                for j in 0..turns.len() {
+                    let col = (turn + j) % turns.len();
+                    let per_s = if col == 0 {
+                        once(
+                            backend,
+                            |s| async move { runner::raw(&*s, shape, job).await },
+                        )
+                        .await?
+                    } else {
+                        once(backend, |s| runner::run(s, col, shape, job)).await?
+                    };
+                    turns[col].push(per_s);
                 }
                 job += shape.live * shape.reps;
             }
@@ -433,13 +439,23 @@ async fn history_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
         ));
         let mut turns: [Vec<f64>; 2] = Default::default();
         let mut job = 0;
-        for _ in 0..HISTORY_TURNS {
-            let empty = stores::new_dir()?;
-            let store = stores::open(backend, &stores::path_in(backend, empty.path()), false)?;
-            turns[0].push(runner::run(store, 1, shape, job).await?);
-            drop(empty);
-            let store = stores::open(backend, &filled_path, false)?;
-            turns[1].push(runner::run(store, 1, shape, job).await?);
+        for turn in 0..HISTORY_TURNS {
+            // Empty first in even turns, prefilled first in odd ones.
+            for j in 0..2 {
+                let prefilled = (turn + j) % 2 == 1;
+                let per_s = if prefilled {
+                    let store = stores::open(backend, &filled_path, false)?;
+                    runner::run(store, 1, shape, job).await?
+                } else {
+                    let empty = stores::new_dir()?;
+                    let store =
+                        stores::open(backend, &stores::path_in(backend, empty.path()), false)?;
+                    let per_s = runner::run(store, 1, shape, job).await?;
+                    drop(empty);
+                    per_s
+                };
+                turns[usize::from(prefilled)].push(per_s);
+            }
             job += shape.live * shape.reps;
         }
         let spread: Vec<String> = turns.iter_mut().map(|t| spread(t)).collect();
