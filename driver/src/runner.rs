@@ -149,16 +149,21 @@ impl Runner {
         if inner.closing.load(Ordering::SeqCst) {
             return Err(SubmitError::Store(StoreError::Closed));
         }
-        let mut rows = Vec::with_capacity(targets.len());
-        for t in &targets {
-            rows.push((t.url.clone(), t.options.to_json()));
-        }
+        let idem_key = idem_key(&caller.name, &targets);
+        // The URLs move into the rows: the targets are not needed after the key.
+        let rows = targets
+            .into_iter()
+            .map(|t| {
+                let options = t.options.to_json();
+                (t.url, options)
+            })
+            .collect();
         let now = inner.cfg.clock.now_unix();
         let job = NewJob {
             id: new_id(),
             caller: caller.name.clone(),
             class,
-            idem_key: idem_key(&caller.name, &targets),
+            idem_key,
             targets: rows,
             now,
         };
