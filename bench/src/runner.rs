@@ -143,7 +143,8 @@ impl Shape {
 
 /// Targets stored per second by a runner with `workers` on `store`: each rep submits `live`
 /// jobs up front and waits until all are done; the clock runs from each rep's first submit to
-/// its last stored target (as the hook of its last job saw it, not when the bench woke). `first_job` numbers the jobs (so the URLs and keys are new).
+/// its last stored target (as the hook of its last job saw it, not when the bench woke).
+/// `first_job` numbers the jobs (so the URLs and keys are new).
 pub async fn run(
     store: Arc<dyn BatchStore>,
     workers: usize,

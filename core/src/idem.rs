@@ -97,7 +97,13 @@ mod tests {
         fn idem_key_hashes_exactly_the_spec_bytes(
             name in ".{0,12}",
             targets in proptest::collection::vec(
-                (".{0,40}", ".{0,6}", ".{0,6}", proptest::option::of(proptest::bool::ANY), proptest::bool::ANY),
+                (
+                    ".{0,40}",
+                    ".{0,6}",
+                    ".{0,6}",
+                    proptest::option::of(proptest::bool::ANY),
+                    proptest::bool::ANY,
+                ),
                 0..40,
             ),
         ) {
