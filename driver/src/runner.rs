@@ -68,6 +68,19 @@ struct Inner {
     closing: AtomicBool,
     closed: Arc<watch::Sender<bool>>,
     workers: Mutex<Vec<JoinHandle<()>>>,
+    /// Terminal statuses whose store write failed (an error, not a refusal): written again
+    /// before each submit, after each stored target and at close, so that a job the machine
+    /// has ended does not stay live in the store, holding its caller's caps, until the next
+    /// start. `unsettled_any` tells, without the lock, whether there are any.
+    unsettled: Mutex<Vec<Unsettled>>,
+    unsettled_any: AtomicBool,
+}
+
+/// A status write to make again (see [`Inner::settle`]).
+struct Unsettled {
+    id: String,
+    status: JobStatus,
+    error: String,
 }
 
 struct State {
@@ -120,6 +133,8 @@ impl Runner {
             closing: AtomicBool::new(false),
             closed: Arc::new(watch::Sender::new(false)),
             workers: Mutex::new(Vec::new()),
+            unsettled: Mutex::new(Vec::new()),
+            unsettled_any: AtomicBool::new(false),
             cfg,
         });
         let handles: Vec<JoinHandle<()>> = (0..inner.cfg.workers)
@@ -149,6 +164,8 @@ impl Runner {
         if inner.closing.load(Ordering::SeqCst) {
             return Err(SubmitError::Store(StoreError::Closed));
         }
+        // A job ended by the machine but still live in the store would count against the caps.
+        inner.settle().await;
         let idem_key = idem_key(&caller.name, &targets);
         // The URLs move into the rows: the targets are not needed after the key.
         let rows = targets
@@ -210,9 +227,10 @@ impl Runner {
         }
     }
 
-    /// Cancels the live job `id`: it is `cancelled` in the store at once; its in-flight target,
-    /// if any, finishes and is stored; no further target starts. `false` for an unknown id or a
-    /// job that is already terminal.
+    /// Cancels the live job `id`: it is `cancelled` in the store at once (should the store fail
+    /// that write, the runner makes it again before the next submit, after each stored target
+    /// and at close); its in-flight target, if any, finishes and is stored; no further target
+    /// starts. `false` for an unknown id or a job that is already terminal.
     pub async fn cancel(&self, id: &str) -> bool {
         let inner = &*self.inner;
         let cancelled = {
@@ -398,6 +416,9 @@ impl Inner {
             inner.set_status(&t.id, JobStatus::Failed, t.error).await;
             inner.report_terminal(&t);
         }
+        // One more try for the writes that failed; what still fails is left to the next
+        // start's recovery (which fails a live job as `interrupted`).
+        inner.settle().await;
         inner.lock().callers.clear();
         debug!("runner closed");
         // Told only once this task's share of the runner (and so of the store) is dropped, so
@@ -468,12 +489,59 @@ impl Inner {
         }
     }
 
+    /// Writes job `id`'s terminal `status`; if the store fails, keeps the write to make again
+    /// (see [`settle`](Self::settle)).
     async fn set_status(&self, id: &str, status: JobStatus, error: &str) {
+        if let Err(e) = self.write_status(id, status, error).await {
+            warn!(job = %id, %status, error = %e, "store: set status failed, to be written again");
+            let mut u = lock(&self.unsettled);
+            u.push(Unsettled {
+                id: id.to_owned(),
+                status,
+                error: error.to_owned(),
+            });
+            self.unsettled_any.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// One status write: an error only if the store failed (a job missing or already final is
+    /// fine: nothing is left to do).
+    async fn write_status(
+        &self,
+        id: &str,
+        status: JobStatus,
+        error: &str,
+    ) -> Result<(), StoreError> {
         let now = self.cfg.clock.now_unix();
-        match self.store().set_status(id, status, error, now).await {
-            Ok(true) => {}
-            Ok(false) => debug!(job = %id, %status, "status unchanged: job missing or final"),
-            Err(e) => warn!(job = %id, %status, error = %e, "store: set status failed"),
+        if !self.store().set_status(id, status, error, now).await? {
+            debug!(job = %id, %status, "status unchanged: job missing or final");
+        }
+        Ok(())
+    }
+
+    /// Makes the status writes that failed again, in order, until one fails again: that one
+    /// and the rest stay for the next time (a store still failing costs one call, not one per
+    /// waiting write).
+    async fn settle(&self) {
+        if !self.unsettled_any.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut due = {
+            let mut u = lock(&self.unsettled);
+            self.unsettled_any.store(false, Ordering::SeqCst);
+            std::mem::take(&mut *u)
+        }
+        .into_iter();
+        while let Some(w) = due.next() {
+            if let Err(e) = self.write_status(&w.id, w.status, &w.error).await {
+                debug!(job = %w.id, status = %w.status, error = %e, "status write failed again");
+                let mut u = lock(&self.unsettled);
+                // Before any that failed meanwhile, to keep the order.
+                u.splice(0..0, std::iter::once(w).chain(due));
+                self.unsettled_any.store(true, Ordering::SeqCst);
+                return;
+            }
+            debug!(job = %w.id, status = %w.status, "status written again");
         }
     }
 
@@ -578,6 +646,7 @@ impl Inner {
         for t in terminal.iter().chain(closed.iter()) {
             self.report_terminal(t);
         }
+        self.settle().await;
         self.wake_idle();
     }
 

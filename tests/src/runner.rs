@@ -134,6 +134,7 @@ macro_rules! runner_tests {
                 a_job_whose_final_write_fails_still_ends_in_the_store,
                 a_failing_start_target_is_logged_at_warn_and_the_job_goes_on,
                 a_failing_set_status_is_logged_at_warn_and_survived,
+                a_cancel_whose_status_write_fails_is_written_again_and_frees_the_cap,
                 failing_sweep_and_evict_are_logged_at_warn_and_survived,
                 no_log_line_carries_a_url_host_or_caller_key,
             ]
@@ -2743,6 +2744,45 @@ pub async fn a_failing_set_status_is_logged_at_warn_and_survived(
     assert!(f.injected() > 0);
     let vc = r.view(&c).await?;
     assert_eq!(states(&vc), [TargetState::Done], "c0's outcome is stored");
+    Ok(())
+}
+
+/// A cancel whose status write fails leaves the job live in the store, holding its caller's
+/// cap, only until the runner writes the status again: the next submit does so before its
+/// admit, whose caps check then no longer counts the job.
+pub async fn a_cancel_whose_status_write_fails_is_written_again_and_frees_the_cap(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let (f, dyn_store) = faulty(store);
+    let cfg = Config {
+        jobs_per_caller: 1,
+        ..config()
+    };
+    let r = rig(dyn_store, Probe::new(), cfg).await?;
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 2).await?;
+    r.started(&url("a", 0), 1).await?;
+    f.fail(Op::SetStatus);
+    assert!(r.runner.cancel(&a).await, "a was live");
+    let left = f.inner().job(&a).await?.map(|j| j.status);
+    f.heal_all();
+    let b = r.submit_targets("alice", targets("b", 1)).await;
+    let after = f.inner().job(&a).await?.map(|j| j.status);
+    r.probe.release_all();
+    r.close().await?;
+    assert!(
+        left.is_some_and(JobStatus::is_live),
+        "the failed write left a {left:?}, not live"
+    );
+    assert!(
+        b.is_ok(),
+        "alice's cap is still held by the cancelled a: {b:?}"
+    );
+    assert_eq!(
+        after,
+        Some(JobStatus::Cancelled),
+        "a's status was not written again"
+    );
     Ok(())
 }
 
