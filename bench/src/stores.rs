@@ -87,6 +87,7 @@ pub fn open(backend: Backend, path: &Path, lazy: bool) -> Result<Arc<dyn BatchSt
             RedbOptions {
                 durability: Durability::None,
                 sync_every: 0,
+                ..RedbOptions::default()
             },
         )?),
         Backend::Redb => Arc::new(RedbStore::open(path)?),

@@ -32,7 +32,7 @@ const CAPS: Caps = Caps {
 
 fn admit(job: NewJob, caps: Caps) -> (Queued<Op>, Slot<Admission>) {
     let (op, slot) = Op::new(Commit::Durable, admit_op(job, caps));
-    (Queued { ticket: 0, op }, slot)
+    (Queued::new(0, op), slot)
 }
 
 /// An admit of the stored job `x` again, under another caller and key: a Conflict.
@@ -146,7 +146,7 @@ fn panicking() -> (Queued<Op>, Slot<()>) {
     let (op, slot) = Op::new(Commit::Durable, |_t| -> Result<Done<()>, _> {
         panic!("an operation's bug")
     });
-    (Queued { ticket: 0, op }, slot)
+    (Queued::new(0, op), slot)
 }
 
 #[tokio::test]

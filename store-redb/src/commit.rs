@@ -1,12 +1,26 @@
 //! Group commit: the write operations that arrive while one thread is committing are committed
 //! together in the next transaction, with one fsync for all of them.
 //!
-//! redb has one writer at a time, and a durable commit holds it for the length of an fsync. With
-//! redb's own lock, a second thread waiting to write sleeps until the commit ends, and the wake-up
-//! of that thread (tens of microseconds) lies on the store's critical path at every hand-over.
-//! Here the thread that commits (the *leader*) takes what queued up meanwhile and commits it
-//! itself, at once: the waiting threads are woken with their results while the leader goes on, and
-//! what queued in one fsync's time shares the next one.
+//! redb has one writer at a time, and a durable commit holds it for the length of an fsync.
+//! Here the thread that commits (the *leader*) takes every operation queued so far and commits
+//! them in one transaction; the operations that arrive meanwhile wait for the next batch, which
+//! one of their threads leads once the leader hands over.
+//!
+//! A queue alone rarely batches the runner's writes: each thread has one write in flight, so
+//! when two threads take turns, the one whose write just committed is still preparing its next
+//! one when the other's, queued during the commit, starts alone; and so on, one write per fsync.
+//! So a leader about to make a *durable* commit (an fsync, hundreds of microseconds) waits a
+//! little for *company*: a thread that wrote in the previous durable commit, was acknowledged
+//! less than the combiner's `wait` ago and has nothing queued yet is likely to be back within
+//! microseconds, and then one fsync serves both. The wait ends as soon as every such thread has
+//! queued, or when its time is up (PostgreSQL's `commit_delay` is the same idea). A thread
+//! writing alone never waits (the previous durable commit was its own), and neither does a
+//! thread whose partner has been away longer than `wait` (busy elsewhere: a slow fetch).
+//!
+//! The operations that need no fsync (marking a target running) are committed at once, in
+//! commits of their own, also while the leader waits: they never wait for an fsync, and the
+//! thread that queued one is then free to come back with its durable write (the target's
+//! outcome) in time for the leader's batch.
 //!
 //! Each operation still runs whole inside one transaction, and is acknowledged only after that
 //! transaction has committed, so sharing a transaction changes neither what an operation sees
@@ -19,51 +33,78 @@ use std::collections::HashMap;
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::{self, ThreadId};
+use std::time::{Duration, Instant};
 
 use rota_core::StoreError;
 
-/// The batches one leader commits in a row at most before it leaves the rest to another thread
-/// (its own caller has been waiting for its result since the first).
-const MAX_ROUNDS: usize = 4;
+/// The commits of non-durable operations one leader makes at most while it waits for company
+/// (then those left go with the durable batch).
+const MAX_LAZY_ROUNDS: usize = 4;
 
 /// An operation waiting to be committed, and the number its result is filed under.
 pub(crate) struct Queued<O> {
     pub(crate) ticket: u64,
     pub(crate) op: O,
+    /// The thread that queued it.
+    thread: ThreadId,
+    /// Whether it is committed durably: a batch holding it is worth delaying for company, and
+    /// it goes after the batch's non-durable operations, in a commit of their own.
+    gather: bool,
+}
+
+#[cfg(test)]
+impl<O> Queued<O> {
+    /// `op` as queued by this thread, worth gathering for.
+    pub(crate) fn new(ticket: u64, op: O) -> Self {
+        Queued {
+            ticket,
+            op,
+            thread: thread::current().id(),
+            gather: true,
+        }
+    }
 }
 
 struct State<O> {
     next_ticket: u64,
     pending: Vec<Queued<O>>,
-    /// Whether a thread is committing a batch now.
+    /// Whether a thread is leading a batch now (waiting for company or committing).
     leading: bool,
+    /// Whether the leader is waiting for company: a new operation must wake it.
+    gathering: bool,
+    /// The threads whose operations were in the last durable commit, each with when its
+    /// latest operation was acknowledged.
+    last: Vec<(ThreadId, Instant)>,
     /// Results not yet collected, by ticket.
     done: HashMap<u64, Result<(), StoreError>>,
+    /// How many times a leader has slept for company.
+    #[cfg(test)]
+    waits: usize,
 }
 
 /// The queue of operations waiting for the write transaction.
 pub(crate) struct Combiner<O> {
     state: Mutex<State<O>>,
+    /// Signalled when a batch is committed or the leader hands over.
     ready: Condvar,
+    /// Signalled when an operation is queued while the leader waits for company.
+    arrived: Condvar,
+    /// The longest a leader waits for company before a durable commit; zero never waits.
+    wait: Duration,
 }
 
 impl<O> std::fmt::Debug for Combiner<O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Combiner").finish_non_exhaustive()
+        f.debug_struct("Combiner")
+            .field("wait", &self.wait)
+            .finish_non_exhaustive()
     }
 }
 
 impl<O> Default for Combiner<O> {
     fn default() -> Self {
-        Combiner {
-            state: Mutex::new(State {
-                next_ticket: 0,
-                pending: Vec::new(),
-                leading: false,
-                done: HashMap::new(),
-            }),
-            ready: Condvar::new(),
-        }
+        Combiner::new(Duration::ZERO)
     }
 }
 
@@ -84,6 +125,25 @@ pub(crate) fn guarded(f: impl FnOnce() -> Result<(), StoreError>) -> Result<(), 
 pub(crate) type Exec<'a, O> = &'a dyn Fn(&mut [Queued<O>]) -> Vec<Result<(), StoreError>>;
 
 impl<O> Combiner<O> {
+    /// A queue whose leaders wait up to `wait` for company before a durable commit.
+    pub(crate) fn new(wait: Duration) -> Self {
+        Combiner {
+            state: Mutex::new(State {
+                next_ticket: 0,
+                pending: Vec::new(),
+                leading: false,
+                gathering: false,
+                last: Vec::new(),
+                done: HashMap::new(),
+                #[cfg(test)]
+                waits: 0,
+            }),
+            ready: Condvar::new(),
+            arrived: Condvar::new(),
+            wait,
+        }
+    }
+
     /// The lock is never held while an operation runs, so a poisoned lock (a panic inside the
     /// queue's own bookkeeping) leaves the state whole: go on with it.
     fn lock(&self) -> MutexGuard<'_, State<O>> {
@@ -91,12 +151,23 @@ impl<O> Combiner<O> {
     }
 
     /// Runs `op` through `exec`, alone or in one batch with other threads' operations, and
-    /// returns its result. Blocks until the batch that holds `op` has been committed.
-    pub(crate) fn run(&self, op: O, exec: Exec<'_, O>) -> Result<(), StoreError> {
+    /// returns its result. Blocks until the batch that holds `op` has been committed. `gather`:
+    /// whether `op` is committed durably, so that a batch holding it is worth delaying for
+    /// company (see the module's docs).
+    pub(crate) fn run(&self, op: O, gather: bool, exec: Exec<'_, O>) -> Result<(), StoreError> {
+        let me = thread::current().id();
         let mut st = self.lock();
         let ticket = st.next_ticket;
         st.next_ticket = st.next_ticket.wrapping_add(1);
-        st.pending.push(Queued { ticket, op });
+        st.pending.push(Queued {
+            ticket,
+            op,
+            thread: me,
+            gather,
+        });
+        if st.gathering {
+            self.arrived.notify_all();
+        }
         loop {
             if let Some(result) = st.done.remove(&ticket) {
                 return result;
@@ -105,33 +176,118 @@ impl<O> Combiner<O> {
                 st = self.ready.wait(st).unwrap_or_else(PoisonError::into_inner);
                 continue;
             }
+            // This thread's operation is still queued: it leads until that is committed.
             st.leading = true;
-            for _ in 0..MAX_ROUNDS {
-                let mut batch = std::mem::take(&mut st.pending);
-                if batch.is_empty() {
-                    break;
-                }
-                drop(st);
-                // `exec` catches a panic per commit (so that one operation's panic fails it
-                // alone); this is the net under that, for a panic in `exec` itself.
-                let results = catch_unwind(AssertUnwindSafe(|| exec(&mut batch)))
-                    .unwrap_or_else(|_| Vec::new());
-                let mut results = results.into_iter();
-                let tickets: Vec<u64> = batch.iter().map(|q| q.ticket).collect();
-                drop(batch);
-                st = self.lock();
-                for t in tickets {
-                    let r = results.next().unwrap_or_else(|| Err(panicked()));
-                    st.done.insert(t, r);
-                }
-                self.ready.notify_all();
-            }
+            st = self.lead(st, me, ticket, exec);
+            // Hand over: this thread returns (and may soon queue its next write), and one of
+            // the waiting threads, if any has an operation queued, leads next.
             st.leading = false;
-            if !st.pending.is_empty() {
-                // Someone else's operation is waiting: one of the waiting threads leads next.
-                self.ready.notify_all();
-            }
+            self.ready.notify_all();
         }
+    }
+
+    /// The leader's work, until its own operation (`ticket`) is committed. The operations
+    /// queued come from different threads (each thread waits for its one operation), so any
+    /// order is theirs: those that need no fsync are committed at once, in commits of their
+    /// own, so that they never wait for an fsync; a durable batch first waits for company
+    /// ([`gathering`](Self::gathering)), then commits all that is queued.
+    fn lead<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State<O>>,
+        me: ThreadId,
+        ticket: u64,
+        exec: Exec<'_, O>,
+    ) -> MutexGuard<'a, State<O>> {
+        let mut lazy_rounds = 0;
+        loop {
+            if lazy_rounds < MAX_LAZY_ROUNDS && st.pending.iter().any(|q| !q.gather) {
+                let (mut lazy, rest) = std::mem::take(&mut st.pending)
+                    .into_iter()
+                    .partition(|q| !q.gather);
+                st.pending = rest;
+                st = self.commit(st, &mut lazy, exec);
+                lazy_rounds += 1;
+                // A writer just acknowledged may be back soon with a durable write: it is
+                // expected for `wait` from now.
+                let now = Instant::now();
+                for (t, at) in st.last.iter_mut() {
+                    if lazy.iter().any(|q| q.thread == *t) {
+                        *at = now;
+                    }
+                }
+                if st.done.contains_key(&ticket) {
+                    return st;
+                }
+                continue;
+            }
+            if let Some(left) = self.company(&st, me) {
+                #[cfg(test)]
+                {
+                    st.waits += 1;
+                }
+                st.gathering = true;
+                st = self
+                    .arrived
+                    .wait_timeout(st, left)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+                st.gathering = false;
+                continue;
+            }
+            let mut batch = std::mem::take(&mut st.pending);
+            // The writers to expect back are those of the last durable commit: a commit that
+            // needs no fsync is not worth gathering for.
+            let mut threads: Vec<ThreadId> = Vec::new();
+            for q in batch.iter().filter(|q| q.gather) {
+                if !threads.contains(&q.thread) {
+                    threads.push(q.thread);
+                }
+            }
+            st = self.commit(st, &mut batch, exec);
+            if !threads.is_empty() {
+                let now = Instant::now();
+                st.last = threads.into_iter().map(|t| (t, now)).collect();
+            }
+            return st;
+        }
+    }
+
+    /// How long the leader is to wait for company before committing what is queued, if at
+    /// all: while it holds a durable operation, and a thread of the last durable commit, other
+    /// than the leader, has nothing queued and was acknowledged less than `wait` ago (it is
+    /// likely preparing its next write; one acknowledged longer ago is busy elsewhere).
+    fn company(&self, st: &State<O>, me: ThreadId) -> Option<Duration> {
+        if self.wait.is_zero() || !st.pending.iter().any(|q| q.gather) {
+            return None;
+        }
+        let now = Instant::now();
+        st.last
+            .iter()
+            .filter(|(t, _)| *t != me && !st.pending.iter().any(|q| q.thread == *t))
+            .map(|(_, at)| (*at + self.wait).saturating_duration_since(now))
+            .filter(|left| !left.is_zero())
+            .max()
+    }
+
+    /// Commits `batch` through `exec` (with the lock released) and files its results.
+    fn commit<'a>(
+        &'a self,
+        st: MutexGuard<'a, State<O>>,
+        batch: &mut [Queued<O>],
+        exec: Exec<'_, O>,
+    ) -> MutexGuard<'a, State<O>> {
+        drop(st);
+        // `exec` catches a panic per commit (so that one operation's panic fails it alone);
+        // this is the net under that, for a panic in `exec` itself.
+        let results = catch_unwind(AssertUnwindSafe(|| exec(batch))).unwrap_or_else(|_| Vec::new());
+        let mut results = results.into_iter();
+        let mut st = self.lock();
+        for q in batch.iter() {
+            let r = results.next().unwrap_or_else(|| Err(panicked()));
+            st.done.insert(q.ticket, r);
+        }
+        self.ready.notify_all();
+        st
     }
 
     #[cfg(test)]
@@ -188,9 +344,9 @@ mod tests {
     fn an_uncontended_op_runs_alone_and_gets_its_result() {
         let c = Combiner::default();
         let log = Log::default();
-        assert!(c.run(1, &|b| log.exec(b)).is_ok());
+        assert!(c.run(1, true, &|b| log.exec(b)).is_ok());
         assert!(matches!(
-            c.run(13, &|b| log.exec(b)),
+            c.run(13, true, &|b| log.exec(b)),
             Err(StoreError::Conflict(_))
         ));
         assert_eq!(*log.batches.lock().unwrap(), vec![vec![1], vec![13]]);
@@ -203,7 +359,7 @@ mod tests {
         log.hold.store(true, Ordering::SeqCst);
         let spawn = |op: u32| {
             let (c, log) = (c.clone(), log.clone());
-            std::thread::spawn(move || c.run(op, &|b| log.exec(b)))
+            std::thread::spawn(move || c.run(op, true, &|b| log.exec(b)))
         };
         let leader = spawn(1);
         // The leader has taken its op out of the queue and is "committing".
@@ -226,13 +382,36 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_commits_its_non_durable_ops_first_in_a_commit_of_their_own() {
+        let c = Arc::new(Combiner::default());
+        let log = Arc::new(Log::default());
+        log.hold.store(true, Ordering::SeqCst);
+        let leader = spawn_run(&c, &log, 1, true);
+        until(|| c.pending() == 0 && c.lock().leading);
+        let others: Vec<_> = [(2, true), (3, false), (4, true), (5, false)]
+            .into_iter()
+            .map(|(op, gather)| spawn_run(&c, &log, op, gather))
+            .collect();
+        until(|| c.pending() == 4);
+        log.hold.store(false, Ordering::SeqCst);
+        for rx in std::iter::once(leader).chain(others) {
+            assert!(rx.recv().unwrap().is_ok());
+        }
+        let mut batches = log.batches.lock().unwrap().clone();
+        for b in &mut batches {
+            b.sort();
+        }
+        assert_eq!(batches, vec![vec![1], vec![3, 5], vec![2, 4]]);
+    }
+
+    #[test]
     fn a_panicking_batch_fails_its_ops_and_the_queue_goes_on() {
         let c = Combiner::default();
         let log = Log::default();
-        let r = c.run(99, &|b| log.exec(b));
+        let r = c.run(99, true, &|b| log.exec(b));
         assert!(matches!(r, Err(StoreError::Backend { .. })), "{r:?}");
         assert!(!c.lock().leading);
-        assert!(c.run(2, &|b| log.exec(b)).is_ok());
+        assert!(c.run(2, true, &|b| log.exec(b)).is_ok());
     }
 
     #[test]
@@ -245,8 +424,8 @@ mod tests {
                 std::thread::spawn(move || {
                     for i in 0..200u32 {
                         let op = 1000 + t * 1000 + i;
-                        c.run(op, &|b| log.exec(b)).unwrap();
-                        let r = c.run(13, &|b| log.exec(b));
+                        c.run(op, true, &|b| log.exec(b)).unwrap();
+                        let r = c.run(13, true, &|b| log.exec(b));
                         assert!(matches!(r, Err(StoreError::Conflict(_))), "{r:?}");
                     }
                 })
@@ -271,5 +450,147 @@ mod tests {
         assert_eq!(ran, expected, "every op ran exactly once");
         let st = c.lock();
         assert!(st.done.is_empty() && st.pending.is_empty() && !st.leading);
+    }
+
+    /// Runs `op` on a new thread; its result comes through the returned channel.
+    fn spawn_run(
+        c: &Arc<Combiner<u32>>,
+        log: &Arc<Log>,
+        op: u32,
+        gather: bool,
+    ) -> std::sync::mpsc::Receiver<Result<(), StoreError>> {
+        let (c, log) = (c.clone(), log.clone());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(c.run(op, gather, &|b| log.exec(b))));
+        rx
+    }
+
+    const LONG: Duration = Duration::from_secs(3600);
+
+    #[test]
+    fn a_durable_commit_waits_for_the_thread_of_the_last_batch_and_shares_its_commit() {
+        let c = Arc::new(Combiner::new(LONG));
+        let log = Arc::new(Log::default());
+        // This thread writes; then another thread's durable write leads, and waits for this
+        // thread's next write, which arrives while it waits.
+        assert!(c.run(1, true, &|b| log.exec(b)).is_ok());
+        let other = spawn_run(&c, &log, 2, true);
+        until(|| c.lock().gathering);
+        assert!(c.run(3, true, &|b| log.exec(b)).is_ok());
+        assert!(other.recv().unwrap().is_ok());
+        assert_eq!(*log.batches.lock().unwrap(), vec![vec![1], vec![2, 3]]);
+        let st = c.lock();
+        assert!(!st.gathering && !st.leading && st.pending.is_empty() && st.done.is_empty());
+    }
+
+    #[test]
+    fn a_non_durable_op_is_committed_at_once_while_the_leader_waits_and_its_thread_joins_after() {
+        let c = Arc::new(Combiner::new(LONG));
+        let log = Arc::new(Log::default());
+        assert!(c.run(1, true, &|b| log.exec(b)).is_ok());
+        let other = spawn_run(&c, &log, 2, true);
+        until(|| c.lock().gathering);
+        // Acknowledged while the other thread still waits for company.
+        assert!(c.run(3, false, &|b| log.exec(b)).is_ok());
+        assert!(c.lock().pending.iter().any(|q| q.op == 2));
+        assert!(c.run(4, true, &|b| log.exec(b)).is_ok());
+        assert!(other.recv().unwrap().is_ok());
+        assert_eq!(
+            *log.batches.lock().unwrap(),
+            vec![vec![1], vec![3], vec![2, 4]]
+        );
+        assert!(
+            c.lock().waits >= 2,
+            "before and after the non-durable commit"
+        );
+    }
+
+    #[test]
+    fn a_writer_acknowledged_longer_than_the_wait_ago_is_not_waited_for() {
+        let c = Arc::new(Combiner::new(Duration::from_millis(30)));
+        let log = Arc::new(Log::default());
+        assert!(c.run(1, true, &|b| log.exec(b)).is_ok());
+        std::thread::sleep(Duration::from_millis(60));
+        let other = spawn_run(&c, &log, 2, true);
+        assert!(other.recv().unwrap().is_ok());
+        assert_eq!(c.lock().waits, 0);
+        assert_eq!(*log.batches.lock().unwrap(), vec![vec![1], vec![2]]);
+    }
+
+    #[test]
+    fn a_leader_waits_for_company_no_longer_than_its_wait() {
+        let c = Arc::new(Combiner::new(Duration::from_millis(20)));
+        let log = Arc::new(Log::default());
+        assert!(c.run(1, true, &|b| log.exec(b)).is_ok());
+        // This thread does not write again: the other commits alone once the wait is over.
+        let other = spawn_run(&c, &log, 2, true);
+        let r = other.recv_timeout(Duration::from_secs(60));
+        assert!(matches!(r, Ok(Ok(()))), "{r:?}");
+        assert_eq!(*log.batches.lock().unwrap(), vec![vec![1], vec![2]]);
+        assert!(!c.lock().gathering);
+    }
+
+    #[test]
+    fn a_thread_writing_alone_and_a_commit_not_worth_it_never_wait() {
+        let c = Arc::new(Combiner::new(LONG));
+        let log = Arc::new(Log::default());
+        // Alone: the last batch was always this thread's own.
+        let alone = {
+            let (c, log) = (c.clone(), log.clone());
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                for op in 1..=3 {
+                    tx.send(c.run(op, true, &|b| log.exec(b))).unwrap();
+                }
+            });
+            rx
+        };
+        for _ in 1..=3 {
+            let r = alone.recv_timeout(Duration::from_secs(60));
+            assert!(matches!(r, Ok(Ok(()))), "{r:?}");
+        }
+        // Another thread's write that is not worth gathering for does not wait for that one.
+        let other = spawn_run(&c, &log, 4, false);
+        let r = other.recv_timeout(Duration::from_secs(60));
+        assert!(matches!(r, Ok(Ok(()))), "{r:?}");
+        assert_eq!(
+            *log.batches.lock().unwrap(),
+            vec![vec![1], vec![2], vec![3], vec![4]]
+        );
+    }
+
+    #[test]
+    fn many_threads_with_a_wait_each_get_their_own_results() {
+        let c = Arc::new(Combiner::new(Duration::from_micros(200)));
+        let log = Arc::new(Log::default());
+        let handles: Vec<_> = (0..4u32)
+            .map(|t| {
+                let (c, log) = (c.clone(), log.clone());
+                std::thread::spawn(move || {
+                    for i in 0..200u32 {
+                        c.run(1000 + t * 1000 + i, i % 2 == 0, &|b| log.exec(b))
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        let mut ran: Vec<u32> = log
+            .batches
+            .lock()
+            .unwrap()
+            .iter()
+            .flatten()
+            .copied()
+            .collect();
+        ran.sort();
+        let expected: Vec<u32> = (0..4u32)
+            .flat_map(|t| (0..200).map(move |i| 1000 + t * 1000 + i))
+            .collect();
+        assert_eq!(ran, expected, "every op ran exactly once");
+        let st = c.lock();
+        assert!(st.done.is_empty() && st.pending.is_empty() && !st.leading && !st.gathering);
     }
 }

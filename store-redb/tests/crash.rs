@@ -40,6 +40,7 @@ fn options(durability: &str) -> RedbOptions {
             Durability::Immediate
         },
         sync_every: SYNC_EVERY,
+        ..RedbOptions::default()
     }
 }
 

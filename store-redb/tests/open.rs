@@ -253,6 +253,7 @@ async fn a_no_sync_store_keeps_every_write_across_a_clean_close() {
     let opts = RedbOptions {
         durability: Durability::None,
         sync_every: 0,
+        ..RedbOptions::default()
     };
     {
         let s = RedbStore::open_with(&path, opts.clone()).unwrap();
