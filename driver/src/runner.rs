@@ -307,11 +307,13 @@ impl Runner {
 /// One worker: takes the next target the machine dispatches, runs it, and sleeps while nothing
 /// is due.
 async fn worker(inner: Arc<Inner>, n: usize) {
+    let mut next = inner.next_work();
     loop {
-        // The fast path: take work without arming a wake-up.
-        match inner.next_work() {
+        // The fast path: take work without arming a wake-up (a stored target hands over the
+        // next one, dispatched under the same lock).
+        match next {
             Next::Work(w) => {
-                inner.run_target(w).await;
+                next = inner.run_target(w).await;
                 continue;
             }
             Next::Stop => break,
@@ -325,7 +327,7 @@ async fn worker(inner: Arc<Inner>, n: usize) {
         tokio::pin!(notified);
         notified.as_mut().enable();
         inner.idle.fetch_add(1, Ordering::SeqCst);
-        let next = inner.next_work();
+        next = inner.next_work();
         if let Next::Idle(timeout) = next {
             // A retry time too far to represent is never.
             let deadline = timeout.and_then(|t| inner.epoch.checked_add(t));
@@ -336,10 +338,8 @@ async fn worker(inner: Arc<Inner>, n: usize) {
             }
         }
         inner.idle.fetch_sub(1, Ordering::SeqCst);
-        match next {
-            Next::Work(w) => inner.run_target(w).await,
-            Next::Stop => break,
-            Next::Idle(_) => {}
+        if let Next::Idle(_) = next {
+            next = inner.next_work();
         }
     }
     debug!(worker = n, "worker stopped");
@@ -441,14 +441,18 @@ impl Inner {
     /// Asks the machine for the next target to fetch.
     fn next_work(&self) -> Next {
         let mut st = self.lock();
+        self.dispatch(&mut st, self.mono())
+    }
+
+    /// The next target to fetch, dispatched at `at` (under the state lock).
+    fn dispatch(&self, st: &mut State, at: Duration) -> Next {
         if st.machine.is_closed() || self.cancel.is_cancelled() {
             return Next::Stop;
         }
-        let at = self.mono();
         match st.machine.poll_dispatch(at) {
             Some(d) => {
                 let caller = st.callers.get(&d.key).cloned();
-                self.drain(&mut st);
+                self.drain(st);
                 Next::Work(Work { d, caller, at })
             }
             None => Next::Idle(st.machine.poll_timeout()),
@@ -559,8 +563,10 @@ impl Inner {
         });
     }
 
-    /// Starts, fetches and stores one dispatched target, then reports it.
-    async fn run_target(&self, w: Work) {
+    /// Starts, fetches and stores one dispatched target, then reports it. Returns what the
+    /// worker is to do next, asked of the machine as the target's outcome is handed in (one
+    /// lock, one clock read for both).
+    async fn run_target(&self, w: Work) -> Next {
         let Work { d, caller, at } = w;
         let fetched = self.fetch_one(&d, caller).await;
 
@@ -577,7 +583,7 @@ impl Inner {
             Ok(c) => c,
             Err(e) => {
                 warn!(job = %d.id, idx = d.idx, error = %e, "machine refused an outcome");
-                return;
+                return self.next_work();
             }
         };
         let write = match store {
@@ -615,14 +621,15 @@ impl Inner {
             self.set_status(&t.id, t.status, t.error).await;
         }
 
-        let closed = {
+        let (closed, next) = {
             let mut st = self.lock();
-            let r = st.machine.handle_stored(d.key, self.mono());
+            let now = self.mono();
+            let r = st.machine.handle_stored(d.key, now);
             if !st.machine.contains(d.key) {
                 st.callers.remove(&d.key);
             }
             self.drain(&mut st);
-            r
+            (r, self.dispatch(&mut st, now))
         };
         let closed = match closed {
             Ok(t) => t,
@@ -648,6 +655,7 @@ impl Inner {
         }
         self.settle().await;
         self.wake_idle();
+        next
     }
 
     /// Marks the target running and fetches it, catching a panic.
