@@ -92,7 +92,7 @@ const HISTORY_LIVE: usize = 10;
 
 /// Turns of the `history` rows (each an empty store's run and the prefilled store's run); each
 /// row is the median.
-const HISTORY_TURNS: usize = 3;
+const HISTORY_TURNS: usize = 5;
 
 fn plan(quick: bool) -> Plan {
     if quick {
@@ -145,7 +145,7 @@ fn plan(quick: bool) -> Plan {
                     targets: 320_000,
                     big: true,
                     tries: 9,
-                    big_tries: 5,
+                    big_tries: 9,
                     warm: 50_000,
                 },
                 Backend::Sqlite => BackendPlan {
@@ -153,7 +153,7 @@ fn plan(quick: bool) -> Plan {
                     targets: 16_000,
                     big: true,
                     tries: 7,
-                    big_tries: 5,
+                    big_tries: 7,
                     warm: 2_000,
                 },
                 Backend::Redb => BackendPlan {
