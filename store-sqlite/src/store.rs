@@ -1,7 +1,9 @@
 //! [`SqliteStore`]: the [`BatchStore`] over one SQLite connection behind a mutex.
 
 use std::fmt;
+use std::ops::{Deref, DerefMut};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
@@ -61,6 +63,9 @@ pub struct SqliteStore {
     // Field order is drop order: the connection closes (releasing the file's lock) before the
     // claim lets another open in this process try.
     db: Mutex<Db>,
+    /// The tally's byte total as of the last release of `db`, so that evict under the budget
+    /// (after every stored target) need not wait for the connection: see [`DbGuard`].
+    bytes: AtomicU64,
     _claim: Option<Claim>,
 }
 
@@ -92,21 +97,26 @@ impl SqliteStore {
         options: SqliteOptions,
     ) -> Result<SqliteStore, StoreError> {
         let opened = open::open_file(path.as_ref(), options)?;
-        Ok(SqliteStore {
-            db: Mutex::new(Db {
+        Ok(SqliteStore::new(
+            Db {
                 conn: opened.conn,
                 tally: opened.tally,
-            }),
-            _claim: Some(opened.claim),
-        })
+            },
+            Some(opened.claim),
+        ))
     }
 
     /// A new, empty store in memory: private to this handle, gone when it is dropped.
     pub fn open_in_memory() -> Result<SqliteStore, StoreError> {
-        Ok(SqliteStore {
-            db: Mutex::new(Db::new(open::open_memory()?)?),
-            _claim: None,
-        })
+        Ok(SqliteStore::new(Db::new(open::open_memory()?)?, None))
+    }
+
+    fn new(db: Db, claim: Option<Claim>) -> SqliteStore {
+        SqliteStore {
+            bytes: AtomicU64::new(db.tally.bytes),
+            db: Mutex::new(db),
+            _claim: claim,
+        }
     }
 
     /// Runs SQLite's `PRAGMA integrity_check` over the whole file: `Ok` if it finds nothing,
@@ -118,8 +128,39 @@ impl SqliteStore {
     /// The connection. A panic under the lock can only come from inside rusqlite, and a
     /// transaction it interrupted is rolled back when its guard drops, so a poisoned lock still
     /// guards a consistent database and is taken over.
-    fn db(&self) -> MutexGuard<'_, Db> {
-        lock_adaptive(&self.db)
+    fn db(&self) -> DbGuard<'_> {
+        DbGuard {
+            db: lock_adaptive(&self.db),
+            bytes: &self.bytes,
+        }
+    }
+}
+
+/// The connection, locked; on release it publishes the tally's byte total (still under the
+/// lock, so the totals published are in the order of the writes). A caller's own write is
+/// therefore in the total its next [`evict`](BatchStore::evict) reads without the lock; a write
+/// another thread is making at that moment is seen by that thread's own evict.
+struct DbGuard<'a> {
+    db: MutexGuard<'a, Db>,
+    bytes: &'a AtomicU64,
+}
+
+impl Deref for DbGuard<'_> {
+    type Target = Db;
+    fn deref(&self) -> &Db {
+        &self.db
+    }
+}
+
+impl DerefMut for DbGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Db {
+        &mut self.db
+    }
+}
+
+impl Drop for DbGuard<'_> {
+    fn drop(&mut self) {
+        self.bytes.store(self.db.tally.bytes, Ordering::Release);
     }
 }
 
@@ -223,6 +264,11 @@ impl BatchStore for SqliteStore {
     }
 
     async fn evict(&self, max_bytes: u64) -> Result<usize, StoreError> {
+        // Under the budget (the common case, after every stored target): no wait for the
+        // connection, which another worker may hold.
+        if self.bytes.load(Ordering::Acquire) <= max_bytes {
+            return Ok(0);
+        }
         let db = &mut *self.db();
         ops::evict(&mut db.conn, &mut db.tally, max_bytes)
     }
@@ -282,5 +328,82 @@ mod tests {
         .join();
         assert!(m.is_poisoned());
         assert_eq!(*lock_adaptive(&m), 7);
+    }
+
+    fn job_of(id: &str, bytes: usize) -> NewJob {
+        NewJob {
+            id: id.into(),
+            caller: "alice".into(),
+            class: rota_core::CallerClass::Fleet,
+            idem_key: id.into(),
+            targets: vec![("u".repeat(bytes), "{}".into())],
+            now: 1,
+        }
+    }
+
+    const CAPS: Caps = Caps {
+        targets_per_job: 8,
+        jobs_per_caller: 8,
+        jobs_total: 8,
+        ttl_secs: 100,
+    };
+
+    #[tokio::test]
+    async fn evict_under_the_budget_does_not_wait_for_the_connection() {
+        let s = Arc::new(SqliteStore::open_in_memory().unwrap());
+        s.admit(&job_of("a", 100), &CAPS).await.unwrap();
+        let total = s.total_bytes().await.unwrap();
+        assert_eq!(total, 102);
+        // Another thread holds the connection while this one evicts under the budget.
+        let (held_tx, held) = mpsc::channel();
+        let (release_tx, release) = mpsc::channel::<()>();
+        let holder = {
+            let s = s.clone();
+            thread::spawn(move || {
+                let _db = s.db();
+                held_tx.send(()).unwrap();
+                release.recv().unwrap();
+            })
+        };
+        held.recv().unwrap();
+        let (done_tx, done) = mpsc::channel();
+        {
+            let s = s.clone();
+            thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .unwrap();
+                let _ = done_tx.send(rt.block_on(s.evict(total)));
+            });
+        }
+        // Had it waited for the connection, it would still be waiting when this gives up.
+        let evicted = done.recv_timeout(Duration::from_secs(30));
+        release_tx.send(()).unwrap();
+        holder.join().unwrap();
+        assert!(matches!(evicted, Ok(Ok(0))), "{evicted:?}");
+        // Over the budget, evict takes the connection and deletes (the job is live: nothing).
+        assert_eq!(s.evict(total - 1).await.unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn the_published_total_follows_every_write() {
+        let s = SqliteStore::open_in_memory().unwrap();
+        let published = || s.bytes.load(Ordering::Acquire);
+        assert_eq!(published(), 0);
+        s.admit(&job_of("a", 10), &CAPS).await.unwrap();
+        assert_eq!(published(), 12);
+        let done = TargetWrite::Done {
+            result: "r".repeat(30),
+        };
+        assert!(
+            s.finish_target("a", 0, &done, 2, Some(JobStatus::Done))
+                .await
+                .unwrap()
+        );
+        assert_eq!(published(), 42);
+        assert_eq!(published(), s.total_bytes().await.unwrap());
+        // Evicting the finished job brings it back to zero.
+        assert_eq!(s.evict(0).await.unwrap(), 1);
+        assert_eq!(published(), 0);
     }
 }
