@@ -414,19 +414,39 @@ mod tests {
         assert!(c.run(2, true, &|b| log.exec(b)).is_ok());
     }
 
-    #[test]
-    fn many_threads_each_get_their_own_results() {
-        let c = Arc::new(Combiner::default());
+    /// Runs `op` on a new thread; its result comes through the returned channel.
+    fn spawn_run(
+        c: &Arc<Combiner<u32>>,
+        log: &Arc<Log>,
+        op: u32,
+        gather: bool,
+    ) -> std::sync::mpsc::Receiver<Result<(), StoreError>> {
+        let (c, log) = (c.clone(), log.clone());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(c.run(op, gather, &|b| log.exec(b))));
+        rx
+    }
+
+    const LONG: Duration = Duration::from_secs(3600);
+
+    /// `threads` threads each run 200 numbered ops (every other one durable when `alternate`,
+    /// each followed by a failing op 13 when `conflicts`): every numbered op runs exactly once,
+    /// each caller gets its own result, and the queue is left empty.
+    fn many_threads(c: Combiner<u32>, threads: u32, alternate: bool, conflicts: bool) {
+        let c = Arc::new(c);
         let log = Arc::new(Log::default());
-        let handles: Vec<_> = (0..8u32)
+        let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let (c, log) = (c.clone(), log.clone());
                 std::thread::spawn(move || {
                     for i in 0..200u32 {
                         let op = 1000 + t * 1000 + i;
-                        c.run(op, true, &|b| log.exec(b)).unwrap();
-                        let r = c.run(13, true, &|b| log.exec(b));
-                        assert!(matches!(r, Err(StoreError::Conflict(_))), "{r:?}");
+                        let gather = !alternate || i % 2 == 0;
+                        c.run(op, gather, &|b| log.exec(b)).unwrap();
+                        if conflicts {
+                            let r = c.run(13, true, &|b| log.exec(b));
+                            assert!(matches!(r, Err(StoreError::Conflict(_))), "{r:?}");
+                        }
                     }
                 })
             })
@@ -444,28 +464,18 @@ mod tests {
             .filter(|&op| op != 13)
             .collect();
         ran.sort();
-        let expected: Vec<u32> = (0..8u32)
+        let expected: Vec<u32> = (0..threads)
             .flat_map(|t| (0..200).map(move |i| 1000 + t * 1000 + i))
             .collect();
         assert_eq!(ran, expected, "every op ran exactly once");
         let st = c.lock();
-        assert!(st.done.is_empty() && st.pending.is_empty() && !st.leading);
+        assert!(st.done.is_empty() && st.pending.is_empty() && !st.leading && !st.gathering);
     }
 
-    /// Runs `op` on a new thread; its result comes through the returned channel.
-    fn spawn_run(
-        c: &Arc<Combiner<u32>>,
-        log: &Arc<Log>,
-        op: u32,
-        gather: bool,
-    ) -> std::sync::mpsc::Receiver<Result<(), StoreError>> {
-        let (c, log) = (c.clone(), log.clone());
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || tx.send(c.run(op, gather, &|b| log.exec(b))));
-        rx
+    #[test]
+    fn many_threads_each_get_their_own_results() {
+        many_threads(Combiner::default(), 8, false, true);
     }
-
-    const LONG: Duration = Duration::from_secs(3600);
 
     #[test]
     fn a_durable_commit_waits_for_the_thread_of_the_last_batch_and_shares_its_commit() {
@@ -561,36 +571,6 @@ mod tests {
 
     #[test]
     fn many_threads_with_a_wait_each_get_their_own_results() {
-        let c = Arc::new(Combiner::new(Duration::from_micros(200)));
-        let log = Arc::new(Log::default());
-        let handles: Vec<_> = (0..4u32)
-            .map(|t| {
-                let (c, log) = (c.clone(), log.clone());
-                std::thread::spawn(move || {
-                    for i in 0..200u32 {
-                        c.run(1000 + t * 1000 + i, i % 2 == 0, &|b| log.exec(b))
-                            .unwrap();
-                    }
-                })
-            })
-            .collect();
-        for h in handles {
-            h.join().unwrap();
-        }
-        let mut ran: Vec<u32> = log
-            .batches
-            .lock()
-            .unwrap()
-            .iter()
-            .flatten()
-            .copied()
-            .collect();
-        ran.sort();
-        let expected: Vec<u32> = (0..4u32)
-            .flat_map(|t| (0..200).map(move |i| 1000 + t * 1000 + i))
-            .collect();
-        assert_eq!(ran, expected, "every op ran exactly once");
-        let st = c.lock();
-        assert!(st.done.is_empty() && st.pending.is_empty() && !st.leading && !st.gathering);
+        many_threads(Combiner::new(Duration::from_micros(200)), 4, true, false);
     }
 }
