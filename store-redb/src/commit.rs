@@ -201,17 +201,18 @@ impl<O> Combiner<O> {
         let mut lazy_rounds = 0;
         loop {
             if lazy_rounds < MAX_LAZY_ROUNDS && st.pending.iter().any(|q| !q.gather) {
-                let (mut lazy, rest) = std::mem::take(&mut st.pending)
+                let (lazy, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut st.pending)
                     .into_iter()
                     .partition(|q| !q.gather);
                 st.pending = rest;
-                st = self.commit(st, &mut lazy, exec);
+                let threads = threads_of(&lazy);
+                st = self.commit(st, lazy, exec);
                 lazy_rounds += 1;
                 // A writer just acknowledged may be back soon with a durable write: it is
                 // expected for `wait` from now.
                 let now = Instant::now();
                 for (t, at) in st.last.iter_mut() {
-                    if lazy.iter().any(|q| q.thread == *t) {
+                    if threads.contains(t) {
                         *at = now;
                     }
                 }
@@ -234,16 +235,11 @@ impl<O> Combiner<O> {
                 st.gathering = false;
                 continue;
             }
-            let mut batch = std::mem::take(&mut st.pending);
+            let batch = std::mem::take(&mut st.pending);
             // The writers to expect back are those of the last durable commit: a commit that
             // needs no fsync is not worth gathering for.
-            let mut threads: Vec<ThreadId> = Vec::new();
-            for q in batch.iter().filter(|q| q.gather) {
-                if !threads.contains(&q.thread) {
-                    threads.push(q.thread);
-                }
-            }
-            st = self.commit(st, &mut batch, exec);
+            let threads: Vec<ThreadId> = threads_of(batch.iter().filter(|q| q.gather));
+            st = self.commit(st, batch, exec);
             if !threads.is_empty() {
                 let now = Instant::now();
                 st.last = threads.into_iter().map(|t| (t, now)).collect();
@@ -264,27 +260,35 @@ impl<O> Combiner<O> {
         st.last
             .iter()
             .filter(|(t, _)| *t != me && !st.pending.iter().any(|q| q.thread == *t))
-            .map(|(_, at)| (*at + self.wait).saturating_duration_since(now))
+            // A wait too long to add to an instant is as good as endless.
+            .map(|(_, at)| {
+                at.checked_add(self.wait)
+                    .map_or(self.wait, |end| end.saturating_duration_since(now))
+            })
             .filter(|left| !left.is_zero())
             .max()
     }
 
-    /// Commits `batch` through `exec` (with the lock released) and files its results.
+    /// Commits `batch` through `exec` (with the lock released) and files its results. The
+    /// operations are dropped before the lock is taken again.
     fn commit<'a>(
         &'a self,
         st: MutexGuard<'a, State<O>>,
-        batch: &mut [Queued<O>],
+        mut batch: Vec<Queued<O>>,
         exec: Exec<'_, O>,
     ) -> MutexGuard<'a, State<O>> {
         drop(st);
         // `exec` catches a panic per commit (so that one operation's panic fails it alone);
         // this is the net under that, for a panic in `exec` itself.
-        let results = catch_unwind(AssertUnwindSafe(|| exec(batch))).unwrap_or_else(|_| Vec::new());
+        let results =
+            catch_unwind(AssertUnwindSafe(|| exec(&mut batch))).unwrap_or_else(|_| Vec::new());
+        let tickets: Vec<u64> = batch.iter().map(|q| q.ticket).collect();
+        drop(batch);
         let mut results = results.into_iter();
         let mut st = self.lock();
-        for q in batch.iter() {
+        for t in tickets {
             let r = results.next().unwrap_or_else(|| Err(panicked()));
-            st.done.insert(q.ticket, r);
+            st.done.insert(t, r);
         }
         self.ready.notify_all();
         st
@@ -294,6 +298,17 @@ impl<O> Combiner<O> {
     fn pending(&self) -> usize {
         self.lock().pending.len()
     }
+}
+
+/// The threads that queued `ops`, each once.
+fn threads_of<'q, O: 'q>(ops: impl IntoIterator<Item = &'q Queued<O>>) -> Vec<ThreadId> {
+    let mut threads = Vec::new();
+    for q in ops {
+        if !threads.contains(&q.thread) {
+            threads.push(q.thread);
+        }
+    }
+    threads
 }
 
 #[cfg(test)]
@@ -427,7 +442,9 @@ mod tests {
         rx
     }
 
-    const LONG: Duration = Duration::from_secs(3600);
+    /// A wait longer than any test: as long as a `Duration` goes, too long to add to an
+    /// `Instant` (which must not panic).
+    const LONG: Duration = Duration::MAX;
 
     /// `threads` threads each run 200 numbered ops (every other one durable when `alternate`,
     /// each followed by a failing op 13 when `conflicts`): every numbered op runs exactly once,
