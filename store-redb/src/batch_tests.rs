@@ -235,3 +235,31 @@ fn verify_agrees_with_the_counts_while_another_thread_writes() {
     });
     s.verify().unwrap();
 }
+
+#[test]
+fn a_group_wait_beyond_the_cap_waits_no_longer_than_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = crate::RedbOptions {
+        group_wait: std::time::Duration::MAX,
+        ..crate::RedbOptions::default()
+    };
+    let s = Arc::new(RedbStore::open_with(dir.path().join("rota.redb"), opts).unwrap());
+    assert_eq!(s.group_wait(), crate::MAX_GROUP_WAIT);
+    let admit_on_a_thread = |id: &'static str| {
+        let s = s.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            let _ = tx.send(rt.block_on(s.admit(&new_job(id, id, 1), &CAPS)));
+        });
+        rx
+    };
+    // A thread writes durably and ends; the next durable write, on another thread, waits for
+    // it (it was in the last commit) no longer than the cap, then commits.
+    let first = admit_on_a_thread("a").recv().unwrap();
+    assert_eq!(first.unwrap(), Admission::Created);
+    let second = admit_on_a_thread("b").recv_timeout(std::time::Duration::from_secs(60));
+    assert!(matches!(second, Ok(Ok(Admission::Created))), "{second:?}");
+}

@@ -13,7 +13,9 @@
 //! little for *company*: a thread that wrote in the previous durable commit, was acknowledged
 //! less than the combiner's `wait` ago and has nothing queued yet is likely to be back within
 //! microseconds, and then one fsync serves both. The wait ends as soon as every such thread has
-//! queued, or when its time is up (PostgreSQL's `commit_delay` is the same idea). A thread
+//! queued, or when its time is up (PostgreSQL's `commit_delay` is the same idea); a partner's
+//! non-durable write committed meanwhile restarts its time, at most `MAX_LAZY_ROUNDS` times,
+//! so a leader waits at most that many times `wait` more, plus those commits. A thread
 //! writing alone never waits (the previous durable commit was its own), and neither does a
 //! thread whose partner has been away longer than `wait` (busy elsewhere: a slow fetch).
 //!
@@ -83,6 +85,19 @@ struct State<O> {
     waits: usize,
 }
 
+impl<O> State<O> {
+    /// Whether a thread whose operation is queued (durable if `gather`) may lead now: when
+    /// nobody leads, and, for a non-durable operation, when no durable one is queued. A leader
+    /// whose own operation is non-durable commits only those and hands over; were it free to
+    /// lead while a durable operation waits, threads of non-durable writes could keep taking
+    /// the lead from the durable one's thread (which sleeps until woken). So a durable
+    /// operation's thread leads next, and its first commit takes the non-durable operations
+    /// queued meanwhile.
+    fn may_lead(&self, gather: bool) -> bool {
+        !self.leading && (gather || !self.pending.iter().any(|q| q.gather))
+    }
+}
+
 /// The queue of operations waiting for the write transaction.
 pub(crate) struct Combiner<O> {
     state: Mutex<State<O>>,
@@ -144,6 +159,11 @@ impl<O> Combiner<O> {
         }
     }
 
+    /// The longest a leader waits for company.
+    pub(crate) fn wait(&self) -> Duration {
+        self.wait
+    }
+
     /// The lock is never held while an operation runs, so a poisoned lock (a panic inside the
     /// queue's own bookkeeping) leaves the state whole: go on with it.
     fn lock(&self) -> MutexGuard<'_, State<O>> {
@@ -172,7 +192,7 @@ impl<O> Combiner<O> {
             if let Some(result) = st.done.remove(&ticket) {
                 return result;
             }
-            if st.leading {
+            if !st.may_lead(gather) {
                 st = self.ready.wait(st).unwrap_or_else(PoisonError::into_inner);
                 continue;
             }
@@ -190,7 +210,7 @@ impl<O> Combiner<O> {
     /// queued come from different threads (each thread waits for its one operation), so any
     /// order is theirs: those that need no fsync are committed at once, in commits of their
     /// own, so that they never wait for an fsync; a durable batch first waits for company
-    /// ([`gathering`](Self::gathering)), then commits all that is queued.
+    /// ([`company`](Self::company)), then commits all that is queued.
     fn lead<'a>(
         &'a self,
         mut st: MutexGuard<'a, State<O>>,
@@ -283,7 +303,9 @@ impl<O> Combiner<O> {
         let results =
             catch_unwind(AssertUnwindSafe(|| exec(&mut batch))).unwrap_or_else(|_| Vec::new());
         let tickets: Vec<u64> = batch.iter().map(|q| q.ticket).collect();
-        drop(batch);
+        // A panic dropping an operation must not unwind past the leader with its batch's
+        // results unfiled (every writer would wait for them for ever).
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(batch)));
         let mut results = results.into_iter();
         let mut st = self.lock();
         for t in tickets {
@@ -589,5 +611,68 @@ mod tests {
     #[test]
     fn many_threads_with_a_wait_each_get_their_own_results() {
         many_threads(Combiner::new(Duration::from_micros(200)), 4, true, false);
+    }
+
+    #[test]
+    fn a_non_durable_write_does_not_take_the_lead_while_a_durable_one_waits() {
+        let c: Combiner<u32> = Combiner::default();
+        let mut st = c.lock();
+        assert!(st.may_lead(false) && st.may_lead(true));
+        st.pending.push(Queued::new(0, 1));
+        assert!(!st.may_lead(false), "a durable op is queued");
+        assert!(st.may_lead(true));
+        st.leading = true;
+        assert!(!st.may_lead(true));
+    }
+
+    #[test]
+    fn a_durable_op_is_not_overtaken_by_more_than_a_few_non_durable_commits() {
+        // Six threads write non-durably without a pause; one writes durably. Each commit
+        // notes whether a durable op was queued and left out of it.
+        let c = Arc::new(Combiner::<u32>::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let overtaken = Arc::new(Mutex::new((0usize, 0usize))); // (current run, longest)
+        let exec = {
+            let (c, overtaken) = (c.clone(), overtaken.clone());
+            move |b: &mut [Queued<u32>]| {
+                let durable_here = b.iter().any(|q| q.gather);
+                let durable_waiting = c.lock().pending.iter().any(|q| q.gather);
+                let mut o = overtaken.lock().unwrap();
+                if durable_waiting && !durable_here {
+                    o.0 += 1;
+                    o.1 = o.1.max(o.0);
+                } else {
+                    o.0 = 0;
+                }
+                drop(o);
+                std::thread::sleep(Duration::from_micros(20));
+                b.iter().map(|_| Ok(())).collect()
+            }
+        };
+        let exec = Arc::new(exec);
+        let lazy: Vec<_> = (0..6u32)
+            .map(|t| {
+                let (c, stop, exec) = (c.clone(), stop.clone(), exec.clone());
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::SeqCst) {
+                        c.run(t, false, &|b| exec(b)).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for i in 0..200 {
+            c.run(100 + i, true, &|b| exec(b)).unwrap();
+        }
+        stop.store(true, Ordering::SeqCst);
+        for h in lazy {
+            h.join().unwrap();
+        }
+        // The leader in place may make its rounds of non-durable commits, and so may the
+        // durable op's own leader before its commit.
+        let longest = overtaken.lock().unwrap().1;
+        assert!(
+            longest <= 2 * MAX_LAZY_ROUNDS + 1,
+            "overtaken by {longest} commits"
+        );
     }
 }

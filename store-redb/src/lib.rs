@@ -24,5 +24,5 @@ mod store;
 mod tables;
 mod verify;
 
-pub use store::{Durability, GROUP_WAIT, RedbOptions, RedbStore, SYNC_EVERY};
+pub use store::{Durability, GROUP_WAIT, MAX_GROUP_WAIT, RedbOptions, RedbStore, SYNC_EVERY};
 pub use verify::Verified;

@@ -47,6 +47,11 @@ pub const SYNC_EVERY: u32 = 1000;
 /// the rota-bench redb rows, most of it the wake-up of a sleeping thread).
 pub const GROUP_WAIT: Duration = Duration::from_micros(200);
 
+/// The most [`RedbOptions::group_wait`] can be: 10 ms, ten fsyncs of this project's machine. A
+/// wait is for a writer that is about to come back; one that does not (it has ended, or waits
+/// for this commit's result) costs the whole wait.
+pub const MAX_GROUP_WAIT: Duration = Duration::from_millis(10);
+
 /// How to open a [`RedbStore`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedbOptions {
@@ -58,10 +63,12 @@ pub struct RedbOptions {
     /// [`Durability::Immediate`].
     pub sync_every: u32,
     /// How long a thread that wrote in the previous durable commit is waited for, counted from
-    /// its acknowledgement: a durable commit waits (at most this long) for *company*, for such
-    /// a thread to queue its next write, so that one fsync serves both (see "Group commit" on
-    /// [`RedbStore`]). Default [`GROUP_WAIT`]; zero never waits. Ignored with
-    /// [`Durability::None`], whose commits do not wait for the disk.
+    /// its latest acknowledgement: a durable commit waits for *company*, for such a thread to
+    /// queue its next write, so that one fsync serves both (see "Group commit" on
+    /// [`RedbStore`]). A partner's fsync-free write committed meanwhile counts as an
+    /// acknowledgement, at most 4 times per commit, so a commit waits at most about five times
+    /// this long. Default [`GROUP_WAIT`]; zero never waits; more than [`MAX_GROUP_WAIT`] is
+    /// taken as that. Ignored with [`Durability::None`], whose commits do not wait for the disk.
     pub group_wait: Duration,
 }
 
@@ -521,7 +528,7 @@ impl RedbStore {
             sync_every: opts.sync_every,
             lazy_commits: AtomicU32::new(0),
             queue: Combiner::new(match opts.durability {
-                Durability::Immediate => opts.group_wait,
+                Durability::Immediate => opts.group_wait.min(MAX_GROUP_WAIT),
                 Durability::None => Duration::ZERO,
             }),
             tally: Mutex::new(tally),
@@ -554,6 +561,12 @@ impl RedbStore {
     /// The durability this store was opened with.
     pub fn durability(&self) -> Durability {
         self.durability
+    }
+
+    /// How long a durable commit waits for company, as taken from [`RedbOptions::group_wait`]
+    /// (zero with [`Durability::None`]).
+    pub fn group_wait(&self) -> Duration {
+        self.queue.wait()
     }
 
     /// Runs `f` in a write transaction, and commits it if `f` says there is something to
