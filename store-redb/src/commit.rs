@@ -451,13 +451,11 @@ mod tests {
         assert!(c.run(2, true, &|b| log.exec(b)).is_ok());
     }
 
+    /// Where the result of an op run on another thread arrives.
+    type Outcome = std::sync::mpsc::Receiver<Result<(), StoreError>>;
+
     /// Runs `op` on a new thread; its result comes through the returned channel.
-    fn spawn_run(
-        c: &Arc<Combiner<u32>>,
-        log: &Arc<Log>,
-        op: u32,
-        gather: bool,
-    ) -> std::sync::mpsc::Receiver<Result<(), StoreError>> {
+    fn spawn_run(c: &Arc<Combiner<u32>>, log: &Arc<Log>, op: u32, gather: bool) -> Outcome {
         let (c, log) = (c.clone(), log.clone());
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || tx.send(c.run(op, gather, &|b| log.exec(b))));
@@ -516,15 +514,21 @@ mod tests {
         many_threads(Combiner::default(), 8, false, true);
     }
 
-    #[test]
-    fn a_durable_commit_waits_for_the_thread_of_the_last_batch_and_shares_its_commit() {
+    /// This thread writes op 1 durably; then another thread's durable op 2 leads and waits (for
+    /// [`LONG`]) for this thread's next write. Returns once it waits, with op 2's result.
+    fn a_leader_waiting_for_this_thread() -> (Arc<Combiner<u32>>, Arc<Log>, Outcome) {
         let c = Arc::new(Combiner::new(LONG));
         let log = Arc::new(Log::default());
-        // This thread writes; then another thread's durable write leads, and waits for this
-        // thread's next write, which arrives while it waits.
         assert!(c.run(1, true, &|b| log.exec(b)).is_ok());
         let other = spawn_run(&c, &log, 2, true);
         until(|| c.lock().gathering);
+        (c, log, other)
+    }
+
+    #[test]
+    fn a_durable_commit_waits_for_the_thread_of_the_last_batch_and_shares_its_commit() {
+        let (c, log, other) = a_leader_waiting_for_this_thread();
+        // This thread's next write arrives while the leader waits.
         assert!(c.run(3, true, &|b| log.exec(b)).is_ok());
         assert!(other.recv().unwrap().is_ok());
         assert_eq!(*log.batches.lock().unwrap(), vec![vec![1], vec![2, 3]]);
@@ -534,11 +538,7 @@ mod tests {
 
     #[test]
     fn a_non_durable_op_is_committed_at_once_while_the_leader_waits_and_its_thread_joins_after() {
-        let c = Arc::new(Combiner::new(LONG));
-        let log = Arc::new(Log::default());
-        assert!(c.run(1, true, &|b| log.exec(b)).is_ok());
-        let other = spawn_run(&c, &log, 2, true);
-        until(|| c.lock().gathering);
+        let (c, log, other) = a_leader_waiting_for_this_thread();
         // Acknowledged while the other thread still waits for company.
         assert!(c.run(3, false, &|b| log.exec(b)).is_ok());
         assert!(c.lock().pending.iter().any(|q| q.op == 2));
