@@ -7,14 +7,20 @@
 //!   makes one process its owner.
 //! - `schema`: the tables and indexes, and the marks of a rota store: `PRAGMA application_id`
 //!   = [`APPLICATION_ID`] and `PRAGMA user_version` = [`SCHEMA_VERSION`].
-//! - `ops`: every operation, one statement per read and one `BEGIN IMMEDIATE` transaction per
-//!   write, on cached prepared statements. A target costs the runner two write transactions:
+//! - `ops`: every operation, one statement per read and a few per write, on cached prepared
+//!   statements. A target costs the runner two writes:
 //!   [`start_target`](rota_core::BatchStore::start_target) and
 //!   [`finish_target`](rota_core::BatchStore::finish_target) (which also sets the terminal
 //!   status of a job's last target).
+//! - `batch`: the group commit. Each write is queued; the thread that takes the connection runs
+//!   every queued write in one `BEGIN IMMEDIATE` transaction (a savepoint each) and commits
+//!   once, so two workers storing at once share a commit.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod batch;
+#[cfg(test)]
+mod batch_tests;
 mod error;
 mod open;
 mod ops;

@@ -1,5 +1,8 @@
 //! Every [`BatchStore`](rota_core::BatchStore) operation as a synchronous function of the
-//! connection: one statement for a read, one `BEGIN IMMEDIATE` transaction for a write.
+//! connection: one statement for a read; for a write, its statements, run inside the
+//! transaction the caller opened (`batch` opens it, and commits it once for every write of a
+//! batch). A write moves the [`Tally`] only after its last statement succeeded, so a write that
+//! fails has changed nothing, in the rows (its savepoint is rolled back) or in the tally.
 //!
 //! The rows are built and changed with rota-core's own helpers ([`NewJob::rows`],
 //! [`TargetRow::apply`], [`TargetRow::n_bytes`], [`reusable`], [`may_transition`],
@@ -12,7 +15,7 @@ use rota_core::{
     TargetWrite, may_transition, reusable,
 };
 use rusqlite::types::Type;
-use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::error::{BadName, ctx};
 
@@ -61,7 +64,8 @@ const LIVE_BY_CALLER: &str = concat!(
 );
 
 /// What the store keeps in memory about its file, read once at open and then moved by each
-/// commit that changes it (after the commit, so a rolled-back write moves nothing): the file
+/// write that changes it, as it succeeds inside its transaction (a batch whose commit fails
+/// has its tally read afresh from the rows, see `batch`): the file
 /// has one owner, so no other writer can change it, and no write pays for a counter row, nor
 /// a cap check for a count over the live jobs.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -125,14 +129,6 @@ impl Tally {
     }
 }
 
-fn write_tx<'c>(
-    conn: &'c mut Connection,
-    what: &'static str,
-) -> Result<Transaction<'c>, StoreError> {
-    conn.transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(ctx(what))
-}
-
 fn name<T>(
     r: &Row<'_>,
     col: usize,
@@ -180,15 +176,14 @@ fn target_row(r: &Row<'_>, first: usize) -> rusqlite::Result<TargetRow> {
 }
 
 pub(crate) fn admit(
-    conn: &mut Connection,
+    conn: &Connection,
     tally: &mut Tally,
     job: &NewJob,
     caps: &Caps,
 ) -> Result<Admission, StoreError> {
-    let tx = write_tx(conn, "admitting a job")?;
     let e = ctx("admitting a job");
     {
-        let mut stmt = tx.prepare_cached(REUSE).map_err(&e)?;
+        let mut stmt = conn.prepare_cached(REUSE).map_err(&e)?;
         let mut rows = stmt.query(params![job.caller, job.idem_key]).map_err(&e)?;
         while let Some(r) = rows.next().map_err(&e)? {
             let status = name(r, 1, "job status", JobStatus::parse).map_err(&e)?;
@@ -212,7 +207,7 @@ pub(crate) fn admit(
     if tally.live_of(None) >= caps.jobs_total {
         return Ok(Admission::Busy);
     }
-    let exists = tx
+    let exists = conn
         .prepare_cached("SELECT 1 FROM jobs WHERE id = ?1")
         .and_then(|mut s| s.exists([&job.id]))
         .map_err(&e)?;
@@ -223,7 +218,7 @@ pub(crate) fn admit(
         )));
     }
     let (row, targets) = job.rows();
-    tx.prepare_cached(
+    conn.prepare_cached(
         "INSERT INTO jobs (id, caller, class, idem_key, status, error, targets_total, \
          targets_done, created_at, lease, n_bytes) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
@@ -244,9 +239,9 @@ pub(crate) fn admit(
         ])
     })
     .map_err(&e)?;
-    let seq = tx.last_insert_rowid();
+    let seq = conn.last_insert_rowid();
     {
-        let mut insert = tx
+        let mut insert = conn
             .prepare_cached(
                 "INSERT INTO targets (job, idx, url, options, status, result, error, hint) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -267,7 +262,6 @@ pub(crate) fn admit(
                 .map_err(&e)?;
         }
     }
-    tx.commit().map_err(&e)?;
     tally.move_bytes(i128::from(row.n_bytes));
     tally.job_started(&job.caller);
     Ok(Admission::Created)
@@ -296,7 +290,7 @@ struct Located {
 }
 
 fn locate(
-    tx: &Transaction<'_>,
+    conn: &Connection,
     id: &str,
     idx: usize,
     what: &'static str,
@@ -305,7 +299,7 @@ fn locate(
     let Ok(idx) = i64::try_from(idx) else {
         return Ok(None);
     };
-    tx.prepare_cached(LOCATE)
+    conn.prepare_cached(LOCATE)
         .and_then(|mut s| {
             s.query_row(params![id, idx], |r| {
                 Ok(Located {
@@ -320,11 +314,11 @@ fn locate(
         .map_err(ctx(what))
 }
 
-/// Applies `write` to the located target and the job's counts and lease, inside `tx`.
+/// Applies `write` to the located target and the job's counts and lease, inside the open transaction.
 /// Returns the row as stored, the change of the job's bytes, and the job's caller if `status`
 /// moved the job from live to terminal.
 fn store_target(
-    tx: &Transaction<'_>,
+    conn: &Connection,
     mut at: Located,
     write: &TargetWrite,
     now: i64,
@@ -336,7 +330,7 @@ fn store_target(
     at.target.apply(write);
     let (bytes_after, done_after) = (at.target.n_bytes(), at.target.status.is_finished());
     let t = &at.target;
-    tx.prepare_cached(
+    conn.prepare_cached(
         "UPDATE targets SET status = ?1, result = ?2, error = ?3, hint = ?4 WHERE rowid = ?5",
     )
     .and_then(|mut s| {
@@ -357,7 +351,7 @@ fn store_target(
     let bytes = i64_of(delta_bytes).map_err(&e)?;
     if new_status == at.status {
         // Status not written: SQLite then leaves the partial indexes on status alone.
-        tx.prepare_cached(
+        conn.prepare_cached(
             "UPDATE jobs SET lease = ?1, targets_done = targets_done + ?2, \
              n_bytes = n_bytes + ?3 WHERE seq = ?4",
         )
@@ -365,7 +359,7 @@ fn store_target(
         .map_err(&e)?;
     } else {
         // An explicit finish clears the job's error, as set_status does with an empty one.
-        tx.prepare_cached(
+        conn.prepare_cached(
             "UPDATE jobs SET lease = ?1, targets_done = targets_done + ?2, \
              n_bytes = n_bytes + ?3, status = ?5, error = '' WHERE seq = ?4",
         )
@@ -375,7 +369,7 @@ fn store_target(
     // The caller is read only when a job ends, once per job.
     let ended = if at.status.is_live() && new_status.is_terminal() {
         Some(
-            tx.prepare_cached("SELECT caller FROM jobs WHERE seq = ?1")
+            conn.prepare_cached("SELECT caller FROM jobs WHERE seq = ?1")
                 .and_then(|mut s| s.query_row([at.seq], |r| r.get(0)))
                 .map_err(&e)?,
         )
@@ -386,20 +380,18 @@ fn store_target(
 }
 
 pub(crate) fn start_target(
-    conn: &mut Connection,
+    conn: &Connection,
     tally: &mut Tally,
     id: &str,
     idx: usize,
     now: i64,
 ) -> Result<Option<TargetRow>, StoreError> {
     const WHAT: &str = "starting a target";
-    let tx = write_tx(conn, WHAT)?;
-    let Some(at) = locate(&tx, id, idx, WHAT)? else {
+    let Some(at) = locate(conn, id, idx, WHAT)? else {
         return Ok(None);
     };
     let running = Some(JobStatus::Running);
-    let (row, delta, ended) = store_target(&tx, at, &TargetWrite::Running, now, running, WHAT)?;
-    tx.commit().map_err(ctx(WHAT))?;
+    let (row, delta, ended) = store_target(conn, at, &TargetWrite::Running, now, running, WHAT)?;
     tally.move_bytes(delta);
     if let Some(caller) = ended {
         tally.job_ended(&caller);
@@ -408,7 +400,7 @@ pub(crate) fn start_target(
 }
 
 pub(crate) fn finish_target(
-    conn: &mut Connection,
+    conn: &Connection,
     tally: &mut Tally,
     id: &str,
     idx: usize,
@@ -417,12 +409,10 @@ pub(crate) fn finish_target(
     finish: Option<JobStatus>,
 ) -> Result<bool, StoreError> {
     const WHAT: &str = "storing a target";
-    let tx = write_tx(conn, WHAT)?;
-    let Some(at) = locate(&tx, id, idx, WHAT)? else {
+    let Some(at) = locate(conn, id, idx, WHAT)? else {
         return Ok(false);
     };
-    let (_, delta, ended) = store_target(&tx, at, write, now, finish, WHAT)?;
-    tx.commit().map_err(ctx(WHAT))?;
+    let (_, delta, ended) = store_target(conn, at, write, now, finish, WHAT)?;
     tally.move_bytes(delta);
     if let Some(caller) = ended {
         tally.job_ended(&caller);
@@ -431,7 +421,7 @@ pub(crate) fn finish_target(
 }
 
 pub(crate) fn set_status(
-    conn: &mut Connection,
+    conn: &Connection,
     tally: &mut Tally,
     id: &str,
     status: JobStatus,
@@ -439,8 +429,7 @@ pub(crate) fn set_status(
     now: i64,
 ) -> Result<bool, StoreError> {
     let e = ctx("setting a job's status");
-    let tx = write_tx(conn, "setting a job's status")?;
-    let from = tx
+    let from = conn
         .prepare_cached("SELECT status, caller FROM jobs WHERE id = ?1")
         .and_then(|mut s| {
             s.query_row([id], |r| {
@@ -458,10 +447,9 @@ pub(crate) fn set_status(
     if !may_transition(from, status) {
         return Ok(false);
     }
-    tx.prepare_cached("UPDATE jobs SET status = ?1, error = ?2, lease = ?3 WHERE id = ?4")
+    conn.prepare_cached("UPDATE jobs SET status = ?1, error = ?2, lease = ?3 WHERE id = ?4")
         .and_then(|mut s| s.execute(params![status.as_str(), error, now, id]))
         .map_err(&e)?;
-    tx.commit().map_err(&e)?;
     if from.is_live() && status.is_terminal() {
         tally.job_ended(&caller);
     }
@@ -477,7 +465,7 @@ pub(crate) fn touch(conn: &Connection, id: &str, now: i64) -> Result<bool, Store
 }
 
 pub(crate) fn sweep(
-    conn: &mut Connection,
+    conn: &Connection,
     tally: &mut Tally,
     now: i64,
     ttl_secs: i64,
@@ -486,8 +474,7 @@ pub(crate) fn sweep(
     let e = ctx(WHAT);
     // rota_core::sweepable: terminal and lease < now - ttl.
     let cutoff = now.saturating_sub(ttl_secs);
-    let tx = write_tx(conn, WHAT)?;
-    let due: Vec<(i64, u64)> = tx
+    let due: Vec<(i64, u64)> = conn
         .prepare_cached(SWEEP_DUE)
         .and_then(|mut s| {
             s.query_map([cutoff], |r| Ok((r.get(0)?, r.get(1)?)))?
@@ -499,17 +486,16 @@ pub(crate) fn sweep(
     }
     let mut freed = 0;
     for &(seq, n_bytes) in &due {
-        delete(&tx, seq, WHAT)?;
+        delete(conn, seq, WHAT)?;
         freed += i128::from(n_bytes);
     }
-    tx.commit().map_err(&e)?;
     // Only terminal jobs are swept: the live counts stay.
     tally.move_bytes(-freed);
     Ok(due.len())
 }
 
 pub(crate) fn evict(
-    conn: &mut Connection,
+    conn: &Connection,
     tally: &mut Tally,
     max_bytes: u64,
 ) -> Result<usize, StoreError> {
@@ -518,40 +504,38 @@ pub(crate) fn evict(
     if tally.bytes <= max_bytes {
         return Ok(0);
     }
-    let tx = write_tx(conn, WHAT)?;
     let (mut left, mut deleted) = (tally.bytes, 0);
     while left > max_bytes {
-        let oldest: Option<(i64, u64)> = tx
+        let oldest: Option<(i64, u64)> = conn
             .prepare_cached(EVICT_OLDEST)
             .and_then(|mut s| s.query_row([], |r| Ok((r.get(0)?, r.get(1)?))).optional())
             .map_err(&e)?;
         let Some((seq, n_bytes)) = oldest else {
             break;
         };
-        delete(&tx, seq, WHAT)?;
+        delete(conn, seq, WHAT)?;
         left = left.saturating_sub(n_bytes);
         deleted += 1;
     }
-    tx.commit().map_err(&e)?;
     // Only terminal jobs are evicted: the live counts stay.
     tally.bytes = left;
     Ok(deleted)
 }
 
 /// Deletes job `seq` and its targets.
-fn delete(tx: &Transaction<'_>, seq: i64, what: &'static str) -> Result<(), StoreError> {
+fn delete(conn: &Connection, seq: i64, what: &'static str) -> Result<(), StoreError> {
     let e = ctx(what);
-    tx.prepare_cached("DELETE FROM targets WHERE job = ?1")
+    conn.prepare_cached("DELETE FROM targets WHERE job = ?1")
         .and_then(|mut s| s.execute([seq]))
         .map_err(&e)?;
-    tx.prepare_cached("DELETE FROM jobs WHERE seq = ?1")
+    conn.prepare_cached("DELETE FROM jobs WHERE seq = ?1")
         .and_then(|mut s| s.execute([seq]))
         .map_err(&e)?;
     Ok(())
 }
 
 pub(crate) fn recover(
-    conn: &mut Connection,
+    conn: &Connection,
     tally: &mut Tally,
     error: &str,
     now: i64,
@@ -620,7 +604,7 @@ mod tests {
     /// The kept tally after every kind of write agrees with one read afresh from the rows.
     #[test]
     fn the_kept_tally_matches_a_recount_after_every_write() {
-        let mut conn = crate::open::open_memory().unwrap();
+        let conn = crate::open::open_memory().unwrap();
         let mut tally = Tally::read(&conn).unwrap();
         assert_eq!(tally, Tally::default());
         let caps = Caps {
@@ -646,7 +630,7 @@ mod tests {
         for (n, caller) in [(1, "a"), (2, "a"), (3, "b")] {
             let job = new_job(n, caller);
             assert_eq!(
-                admit(&mut conn, &mut tally, &job, &caps).unwrap(),
+                admit(&conn, &mut tally, &job, &caps).unwrap(),
                 Admission::Created
             );
         }
@@ -654,22 +638,22 @@ mod tests {
         // The caps are read from the tally.
         let over = new_job(4, "a");
         assert_eq!(
-            admit(&mut conn, &mut tally, &over, &caps).unwrap(),
+            admit(&conn, &mut tally, &over, &caps).unwrap(),
             Admission::CallerBusy
         );
         let over = new_job(4, "c");
         assert_eq!(
-            admit(&mut conn, &mut tally, &over, &caps).unwrap(),
+            admit(&conn, &mut tally, &over, &caps).unwrap(),
             Admission::Busy
         );
         check(&conn, &tally, 3, 2, 1);
         // start (queued → running) keeps the counts; a finish ends the job.
         let id1 = format!("{:032x}", 1);
-        start_target(&mut conn, &mut tally, &id1, 0, 101).unwrap();
+        start_target(&conn, &mut tally, &id1, 0, 101).unwrap();
         check(&conn, &tally, 3, 2, 1);
-        finish_target(&mut conn, &mut tally, &id1, 0, &done, 101, None).unwrap();
+        finish_target(&conn, &mut tally, &id1, 0, &done, 101, None).unwrap();
         finish_target(
-            &mut conn,
+            &conn,
             &mut tally,
             &id1,
             1,
@@ -680,22 +664,19 @@ mod tests {
         .unwrap();
         check(&conn, &tally, 2, 1, 1);
         // A second terminal status changes nothing; set_status ends a live job once.
-        assert!(!set_status(&mut conn, &mut tally, &id1, JobStatus::Failed, "x", 102).unwrap());
+        assert!(!set_status(&conn, &mut tally, &id1, JobStatus::Failed, "x", 102).unwrap());
         let id3 = format!("{:032x}", 3);
-        assert!(set_status(&mut conn, &mut tally, &id3, JobStatus::Cancelled, "", 102).unwrap());
+        assert!(set_status(&conn, &mut tally, &id3, JobStatus::Cancelled, "", 102).unwrap());
         check(&conn, &tally, 1, 1, 0);
         // Sweep and evict delete terminal jobs only.
-        assert_eq!(sweep(&mut conn, &mut tally, 1_000, 10).unwrap(), 2);
+        assert_eq!(sweep(&conn, &mut tally, 1_000, 10).unwrap(), 2);
         check(&conn, &tally, 1, 1, 0);
-        assert_eq!(evict(&mut conn, &mut tally, 0).unwrap(), 0);
+        assert_eq!(evict(&conn, &mut tally, 0).unwrap(), 0);
         check(&conn, &tally, 1, 1, 0);
         // Recovery fails every live job.
-        assert_eq!(
-            recover(&mut conn, &mut tally, "interrupted", 103).unwrap(),
-            1
-        );
+        assert_eq!(recover(&conn, &mut tally, "interrupted", 103).unwrap(), 1);
         check(&conn, &tally, 0, 0, 0);
-        assert_eq!(evict(&mut conn, &mut tally, 0).unwrap(), 1);
+        assert_eq!(evict(&conn, &mut tally, 0).unwrap(), 1);
         check(&conn, &tally, 0, 0, 0);
         assert_eq!(tally.bytes, 0);
     }

@@ -13,6 +13,7 @@ use rota_core::{
 };
 use rusqlite::Connection;
 
+use crate::batch::{self, Db, Op, Queue, Slot};
 use crate::open::{self, Claim};
 use crate::ops::{self, Tally};
 
@@ -41,9 +42,14 @@ pub struct SqliteOptions {
 
 /// A [`BatchStore`] in one SQLite file (or in memory), owned by one process.
 ///
-/// - **Durable and crash-safe.** WAL journal; each operation is one transaction (admit and every
-///   write one `BEGIN IMMEDIATE`), so after `kill -9` at any moment the file opens, every write
-///   the store acknowledged is there and none is half done. See [`Synchronous`] for power loss.
+/// - **Durable and crash-safe.** WAL journal; a write is acknowledged only once the transaction
+///   that holds it has committed, and each write is all or nothing (admit stores the job with
+///   every target), so after `kill -9` at any moment the file opens, every write the store
+///   acknowledged is there and none is half done. See [`Synchronous`] for power loss.
+/// - **Group commit.** Writes made at the same time from several threads (two workers, a
+///   submit beside them) share one transaction and one commit: the thread that has the
+///   connection runs the others' queued writes too, each in a savepoint of its own, so one that
+///   fails is rolled back alone. One thread writing alone makes one commit per write, as before.
 /// - **One owner.** While a store is open, opening its file again, from this process or any
 ///   other, fails with [`StoreError::InUse`]; it succeeds once the store is dropped (or its
 ///   process has died).
@@ -53,8 +59,9 @@ pub struct SqliteOptions {
 ///   the file is left byte for byte as it was. A missing or 0-byte file is a new store.
 ///
 /// **Threads.** `rusqlite::Connection` is `Send` but not `Sync`, so it lives in a
-/// [`std::sync::Mutex`]. Each async method takes the lock, runs its few statements inline and
-/// releases it; the lock is never held across an await. Handing each call to
+/// [`std::sync::Mutex`]. Each async method takes the lock (or, for a write, finds that another
+/// thread's batch did it), runs its few statements inline and releases it; the lock is never
+/// held across an await. Handing each call to
 /// `spawn_blocking` was measured as too slow for statements that take microseconds (a thread
 /// hop costs more than the work), so a call blocks its task's thread for that short time
 /// instead; with [`Synchronous::Full`] that time includes the disk sync. A call that finds the
@@ -66,22 +73,9 @@ pub struct SqliteStore {
     /// The tally's byte total as of the last release of `db`, so that evict under the budget
     /// (after every stored target) need not wait for the connection: see [`DbGuard`].
     bytes: AtomicU64,
+    /// The writes waiting for a batch: see `batch`.
+    pub(crate) queue: Queue,
     _claim: Option<Claim>,
-}
-
-/// What the mutex guards: the connection, and its tally, the total of every job's `n_bytes`
-/// and the live jobs' counts (see `ops::Tally`: read at open, then kept by each commit that
-/// changes it).
-struct Db {
-    conn: Connection,
-    tally: Tally,
-}
-
-impl Db {
-    fn new(conn: Connection) -> Result<Db, StoreError> {
-        let tally = Tally::read(&conn)?;
-        Ok(Db { conn, tally })
-    }
 }
 
 impl SqliteStore {
@@ -98,23 +92,23 @@ impl SqliteStore {
     ) -> Result<SqliteStore, StoreError> {
         let opened = open::open_file(path.as_ref(), options)?;
         Ok(SqliteStore::new(
-            Db {
-                conn: opened.conn,
-                tally: opened.tally,
-            },
+            Db::new(opened.conn, opened.tally),
             Some(opened.claim),
         ))
     }
 
     /// A new, empty store in memory: private to this handle, gone when it is dropped.
     pub fn open_in_memory() -> Result<SqliteStore, StoreError> {
-        Ok(SqliteStore::new(Db::new(open::open_memory()?)?, None))
+        let conn = open::open_memory()?;
+        let tally = Tally::read(&conn)?;
+        Ok(SqliteStore::new(Db::new(conn, tally), None))
     }
 
     fn new(db: Db, claim: Option<Claim>) -> SqliteStore {
         SqliteStore {
-            bytes: AtomicU64::new(db.tally.bytes),
+            bytes: AtomicU64::new(db.published_bytes()),
             db: Mutex::new(db),
+            queue: Queue::default(),
             _claim: claim,
         }
     }
@@ -128,11 +122,33 @@ impl SqliteStore {
     /// The connection. A panic under the lock can only come from inside rusqlite, and a
     /// transaction it interrupted is rolled back when its guard drops, so a poisoned lock still
     /// guards a consistent database and is taken over.
-    fn db(&self) -> DbGuard<'_> {
+    pub(crate) fn db(&self) -> DbGuard<'_> {
         DbGuard {
             db: lock_adaptive(&self.db),
             bytes: &self.bytes,
         }
+    }
+
+    /// Runs the write `f` in a group commit (see `batch`): queues it, then waits until either
+    /// this thread has the connection (and leads a batch that includes it) or another thread's
+    /// batch has done it.
+    pub(crate) fn write<R, F>(&self, f: F) -> Result<R, StoreError>
+    where
+        F: FnOnce(&Connection, &mut Tally) -> Result<R, StoreError> + Send + 'static,
+        R: Send + 'static,
+    {
+        let slot = Slot::new();
+        self.queue.push(Op::boxed(f, &slot));
+        if let Some(db) = lock_adaptive_until(&self.db, || slot.is_done()) {
+            let mut db = DbGuard {
+                db,
+                bytes: &self.bytes,
+            };
+            // Each batch takes at least one write and this one is queued until a batch takes
+            // it (no other can while this thread holds the connection): this ends.
+            while !slot.is_done() && self.queue.lead(&mut db) {}
+        }
+        slot.take().unwrap_or_else(|| Err(batch::lost()))
     }
 }
 
@@ -140,7 +156,7 @@ impl SqliteStore {
 /// lock, so the totals published are in the order of the writes). A caller's own write is
 /// therefore in the total its next [`evict`](BatchStore::evict) reads without the lock; a write
 /// another thread is making at that moment is seen by that thread's own evict.
-struct DbGuard<'a> {
+pub(crate) struct DbGuard<'a> {
     db: MutexGuard<'a, Db>,
     bytes: &'a AtomicU64,
 }
@@ -160,7 +176,8 @@ impl DerefMut for DbGuard<'_> {
 
 impl Drop for DbGuard<'_> {
     fn drop(&mut self) {
-        self.bytes.store(self.db.tally.bytes, Ordering::Release);
+        self.bytes
+            .store(self.db.published_bytes(), Ordering::Release);
     }
 }
 
@@ -178,18 +195,32 @@ const SPIN_FOR: Duration = Duration::from_micros(100);
 /// checkpoint, a large result) costs a waiter at most this spin before it sleeps. A poisoned
 /// lock is taken over (see [`SqliteStore::db`]).
 fn lock_adaptive<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    match lock_adaptive_until(m, || false) {
+        Some(g) => g,
+        // `done` never holds, so the lock is always taken.
+        None => m.lock().unwrap_or_else(PoisonError::into_inner),
+    }
+}
+
+/// [`lock_adaptive`], which gives up (`None`) as soon as `done()` holds while it spins, or
+/// once it holds when it gets the lock after sleeping on it: a write that another thread's
+/// batch did needs no lock.
+fn lock_adaptive_until<T>(m: &Mutex<T>, done: impl Fn() -> bool) -> Option<MutexGuard<'_, T>> {
     let mut started: Option<Instant> = None;
     loop {
         match m.try_lock() {
-            Ok(g) => return g,
-            Err(TryLockError::Poisoned(e)) => return e.into_inner(),
+            Ok(g) => return Some(g),
+            Err(TryLockError::Poisoned(e)) => return Some(e.into_inner()),
             Err(TryLockError::WouldBlock) => {}
+        }
+        if done() {
+            return None;
         }
         // The clock is read once per 64 spins, the first time only once the lock was found
         // held, so an uncontended lock costs one `try_lock`.
         let t0 = *started.get_or_insert_with(Instant::now);
         if t0.elapsed() >= SPIN_FOR {
-            return m.lock().unwrap_or_else(PoisonError::into_inner);
+            return Some(m.lock().unwrap_or_else(PoisonError::into_inner));
         }
         for _ in 0..64 {
             std::hint::spin_loop();
@@ -209,8 +240,8 @@ impl fmt::Debug for SqliteStore {
 #[async_trait]
 impl BatchStore for SqliteStore {
     async fn admit(&self, job: &NewJob, caps: &Caps) -> Result<Admission, StoreError> {
-        let db = &mut *self.db();
-        ops::admit(&mut db.conn, &mut db.tally, job, caps)
+        let (job, caps) = (job.clone(), *caps);
+        self.write(move |conn, tally| ops::admit(conn, tally, &job, &caps))
     }
 
     async fn job(&self, id: &str) -> Result<Option<JobRow>, StoreError> {
@@ -227,8 +258,8 @@ impl BatchStore for SqliteStore {
         idx: usize,
         now: i64,
     ) -> Result<Option<TargetRow>, StoreError> {
-        let db = &mut *self.db();
-        ops::start_target(&mut db.conn, &mut db.tally, id, idx, now)
+        let id = id.to_owned();
+        self.write(move |conn, tally| ops::start_target(conn, tally, &id, idx, now))
     }
 
     async fn finish_target(
@@ -239,8 +270,10 @@ impl BatchStore for SqliteStore {
         now: i64,
         finish: Option<JobStatus>,
     ) -> Result<bool, StoreError> {
-        let db = &mut *self.db();
-        ops::finish_target(&mut db.conn, &mut db.tally, id, idx, write, now, finish)
+        let (id, write) = (id.to_owned(), write.clone());
+        self.write(move |conn, tally| {
+            ops::finish_target(conn, tally, &id, idx, &write, now, finish)
+        })
     }
 
     async fn set_status(
@@ -250,8 +283,8 @@ impl BatchStore for SqliteStore {
         error: &str,
         now: i64,
     ) -> Result<bool, StoreError> {
-        let db = &mut *self.db();
-        ops::set_status(&mut db.conn, &mut db.tally, id, status, error, now)
+        let (id, error) = (id.to_owned(), error.to_owned());
+        self.write(move |conn, tally| ops::set_status(conn, tally, &id, status, &error, now))
     }
 
     async fn touch(&self, id: &str, now: i64) -> Result<bool, StoreError> {
@@ -259,8 +292,7 @@ impl BatchStore for SqliteStore {
     }
 
     async fn sweep(&self, now: i64, ttl_secs: i64) -> Result<usize, StoreError> {
-        let db = &mut *self.db();
-        ops::sweep(&mut db.conn, &mut db.tally, now, ttl_secs)
+        self.write(move |conn, tally| ops::sweep(conn, tally, now, ttl_secs))
     }
 
     async fn evict(&self, max_bytes: u64) -> Result<usize, StoreError> {
@@ -269,21 +301,20 @@ impl BatchStore for SqliteStore {
         if self.bytes.load(Ordering::Acquire) <= max_bytes {
             return Ok(0);
         }
-        let db = &mut *self.db();
-        ops::evict(&mut db.conn, &mut db.tally, max_bytes)
+        self.write(move |conn, tally| ops::evict(conn, tally, max_bytes))
     }
 
     async fn recover(&self, error: &str, now: i64) -> Result<usize, StoreError> {
-        let db = &mut *self.db();
-        ops::recover(&mut db.conn, &mut db.tally, error, now)
+        let error = error.to_owned();
+        self.write(move |conn, tally| ops::recover(conn, tally, &error, now))
     }
 
     async fn live_jobs(&self, caller: Option<&str>) -> Result<usize, StoreError> {
-        Ok(self.db().tally.live_of(caller))
+        Ok(self.db().tally()?.live_of(caller))
     }
 
     async fn total_bytes(&self) -> Result<u64, StoreError> {
-        Ok(self.db().tally.bytes)
+        Ok(self.db().tally()?.bytes)
     }
 }
 

@@ -1,0 +1,389 @@
+//! Group commit: the writes that queue while one is running share its transaction.
+//!
+//! Every write of the store ([`SqliteStore`](crate::SqliteStore)'s admit, start, finish, status,
+//! sweep, evict and recover) is queued as a [`Write`], and its thread then waits for the
+//! connection. The thread that takes the connection (the *leader*) runs every write queued by
+//! then, and those queued while it runs them, up to [`MAX_BATCH`], in one `BEGIN IMMEDIATE`
+//! transaction, each write after the first inside a savepoint of its own; commits once; and
+//! hands each write its result. A waiting thread whose write a leader has done returns with
+//! its result without taking the connection at all.
+//!
+//! - **Why.** A commit is about half of a small write's cost on a WAL file (its pages written
+//!   to the WAL, checksummed, and every thousand pages a checkpoint). Two workers storing
+//!   targets back to back each find the other's write queued behind their own, so one commit
+//!   carries both; and the leader runs the other's write on warm caches instead of handing the
+//!   connection, and every page it touched, to the other core.
+//! - **What a caller sees** is what one transaction per write gave: a write that fails (its
+//!   own error) is rolled back to its savepoint and changes nothing, while the others of its
+//!   batch go on; a write that succeeded is reported only once its commit has, and if the
+//!   commit fails, every write of the batch gets that error and none of them is stored.
+//! - **The tally.** Each write moves the in-memory tally as it succeeds inside the transaction,
+//!   so the next write of the batch sees it (two admits of one batch both count against the
+//!   caps). A batch whose commit fails (or that panics) leaves the tally ahead of the rows: it
+//!   is then marked stale and read afresh from the rows before anything reads it again.
+//! - **Panics.** A panic while the leader runs a batch (inside SQLite or rusqlite) is caught:
+//!   the transaction is rolled back and every write of the batch not yet answered gets an
+//!   error, so no waiting thread waits for ever and the leader's own caller gets an error too.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rota_core::StoreError;
+use rusqlite::Connection;
+
+use crate::error::ctx;
+use crate::ops::Tally;
+
+/// At most this many writes share a commit: a leader does not keep its own caller waiting
+/// for ever while other threads keep queueing. Each thread has one write in flight, so a
+/// batch is as large as the number of threads writing at once, well below this.
+pub(crate) const MAX_BATCH: usize = 64;
+
+/// The connection and what the store keeps beside it, as the store's mutex guards them.
+pub(crate) struct Db {
+    pub(crate) conn: Connection,
+    tally: Tally,
+    /// The tally may be ahead of the rows (a batch failed after moving it): read it afresh
+    /// before it is used.
+    stale: bool,
+}
+
+impl Db {
+    pub(crate) fn new(conn: Connection, tally: Tally) -> Db {
+        Db {
+            conn,
+            tally,
+            stale: false,
+        }
+    }
+
+    /// The tally, read afresh from the rows first if it is stale.
+    pub(crate) fn tally(&mut self) -> Result<&Tally, StoreError> {
+        if self.stale {
+            self.tally = Tally::read(&self.conn)?;
+            self.stale = false;
+        }
+        Ok(&self.tally)
+    }
+
+    /// The byte total to publish for a lock-free reader: none known (`u64::MAX`, so that the
+    /// reader takes the lock and gets the true one) while the tally is stale.
+    pub(crate) fn published_bytes(&self) -> u64 {
+        if self.stale {
+            u64::MAX
+        } else {
+            self.tally.bytes
+        }
+    }
+}
+
+/// Where a queued write's result is put for its waiting thread.
+pub(crate) struct Slot<R> {
+    result: Mutex<Option<Result<R, StoreError>>>,
+}
+
+impl<R> Slot<R> {
+    pub(crate) fn new() -> Arc<Slot<R>> {
+        Arc::new(Slot {
+            result: Mutex::new(None),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Result<R, StoreError>>> {
+        self.result.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether the write has its result.
+    pub(crate) fn is_done(&self) -> bool {
+        self.lock().is_some()
+    }
+
+    /// Takes the result, once it is there.
+    pub(crate) fn take(&self) -> Option<Result<R, StoreError>> {
+        self.lock().take()
+    }
+}
+
+/// The error of a write that no batch answered (it cannot happen: see `SqliteStore::write`).
+pub(crate) fn lost() -> StoreError {
+    StoreError::backend(
+        "write",
+        std::io::Error::other("the write was lost before it ran"),
+    )
+}
+
+/// The error of a write whose batch panicked.
+fn panicked() -> StoreError {
+    StoreError::backend(
+        "write",
+        std::io::Error::other("the store failed while writing (a panic)"),
+    )
+}
+
+/// The answer to one queued write: filed once; if it is dropped unfiled (a panic unwound past
+/// it), the write gets [`panicked`]'s error, so its thread never waits for ever.
+struct Reply<R> {
+    slot: Option<Arc<Slot<R>>>,
+}
+
+impl<R> Reply<R> {
+    fn file(mut self, r: Result<R, StoreError>) {
+        if let Some(slot) = self.slot.take() {
+            *slot.lock() = Some(r);
+        }
+    }
+}
+
+impl<R> Drop for Reply<R> {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            let mut result = slot.lock();
+            if result.is_none() {
+                *result = Some(Err(panicked()));
+            }
+        }
+    }
+}
+
+/// A write waiting in the queue.
+pub(crate) trait Write: Send {
+    /// Runs the write inside the open transaction.
+    fn run(self: Box<Self>, conn: &Connection, tally: &mut Tally) -> Box<dyn Ran>;
+    /// Answers the write with `e` without running it.
+    fn fail(self: Box<Self>, e: &StoreError);
+}
+
+/// A write that has run, waiting for its batch's commit.
+pub(crate) trait Ran: Send {
+    /// Whether it succeeded (and so is kept in the transaction).
+    fn ok(&self) -> bool;
+    /// Answers it: its own result if `commit` is `None` (the commit succeeded, or the write
+    /// failed and nothing of it is kept), else that error for a write that had succeeded.
+    fn file(self: Box<Self>, commit: Option<&StoreError>);
+}
+
+/// A write as the store queues it: the operation and where its result goes.
+pub(crate) struct Op<F, R> {
+    f: F,
+    reply: Reply<R>,
+}
+
+impl<F, R> Op<F, R>
+where
+    F: FnOnce(&Connection, &mut Tally) -> Result<R, StoreError> + Send + 'static,
+    R: Send + 'static,
+{
+    /// The write `f`, whose result goes to `slot`.
+    pub(crate) fn boxed(f: F, slot: &Arc<Slot<R>>) -> Box<dyn Write> {
+        Box::new(Op {
+            f,
+            reply: Reply {
+                slot: Some(slot.clone()),
+            },
+        })
+    }
+}
+
+impl<F, R> Write for Op<F, R>
+where
+    F: FnOnce(&Connection, &mut Tally) -> Result<R, StoreError> + Send + 'static,
+    R: Send + 'static,
+{
+    fn run(self: Box<Self>, conn: &Connection, tally: &mut Tally) -> Box<dyn Ran> {
+        let Op { f, reply } = *self;
+        Box::new(Done {
+            result: f(conn, tally),
+            reply,
+        })
+    }
+
+    fn fail(self: Box<Self>, e: &StoreError) {
+        self.reply.file(Err(e.clone()));
+    }
+}
+
+struct Done<R> {
+    result: Result<R, StoreError>,
+    reply: Reply<R>,
+}
+
+impl<R: Send> Ran for Done<R> {
+    fn ok(&self) -> bool {
+        self.result.is_ok()
+    }
+
+    fn file(self: Box<Self>, commit: Option<&StoreError>) {
+        let Done { result, reply } = *self;
+        reply.file(match (result, commit) {
+            (Ok(_), Some(e)) => Err(e.clone()),
+            (r, _) => r,
+        });
+    }
+}
+
+/// The writes waiting for a leader.
+#[derive(Default)]
+pub(crate) struct Queue {
+    writes: Mutex<Vec<Box<dyn Write>>>,
+    /// The commits made (for the tests: how many writes shared one).
+    commits: AtomicU64,
+}
+
+impl Queue {
+    /// How many writes are waiting.
+    #[cfg(test)]
+    pub(crate) fn waiting(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// How many commits the batches have made.
+    #[cfg(test)]
+    pub(crate) fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn push(&self, w: Box<dyn Write>) {
+        self.lock().push(w);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Box<dyn Write>>> {
+        self.writes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Up to `n` of the queued writes, oldest first.
+    fn take(&self, n: usize) -> Vec<Box<dyn Write>> {
+        let mut q = self.lock();
+        let n = n.min(q.len());
+        q.drain(..n).collect()
+    }
+
+    /// Leads one batch on `db`, which the caller has locked: runs the queued writes (and those
+    /// queued meanwhile, up to [`MAX_BATCH`]), commits, and answers each. Never panics: a
+    /// panic inside is caught, the transaction rolled back and the batch's writes answered
+    /// with an error.
+    /// `false` if the queue was empty.
+    pub(crate) fn lead(&self, db: &mut Db) -> bool {
+        let caught = catch_unwind(AssertUnwindSafe(|| self.run_batch(db)));
+        let Ok(took) = caught else {
+            // The writes the batch held were answered as their replies dropped.
+            if !db.conn.is_autocommit() {
+                let _ = db.conn.execute_batch("ROLLBACK");
+            }
+            db.stale = true;
+            return true;
+        };
+        took
+    }
+
+    /// `false` if the queue was empty.
+    fn run_batch(&self, db: &mut Db) -> bool {
+        let mut writes = self.take(MAX_BATCH);
+        if writes.is_empty() {
+            return false;
+        }
+        if let Err(e) = db.tally() {
+            writes.into_iter().for_each(|w| w.fail(&e));
+            return true;
+        }
+        let mut taken = writes.len();
+        // The writes that succeeded, kept in the open transaction until its commit.
+        let mut kept: Vec<Box<dyn Ran>> = Vec::with_capacity(writes.len());
+        let mut open = false;
+        let mut failure: Option<StoreError> = None;
+        loop {
+            for w in writes.drain(..) {
+                if let Some(e) = &failure {
+                    w.fail(e);
+                    continue;
+                }
+                match step(db, w, &mut open, kept.is_empty()) {
+                    Ok(Some(ran)) => kept.push(ran),
+                    Ok(None) => {}
+                    Err(e) => failure = Some(e),
+                }
+            }
+            if taken >= MAX_BATCH || failure.is_some() {
+                break;
+            }
+            writes = self.take(MAX_BATCH - taken);
+            if writes.is_empty() {
+                break;
+            }
+            taken += writes.len();
+        }
+        if failure.is_none() && open {
+            match exec(&db.conn, "COMMIT") {
+                Ok(()) => {
+                    self.commits.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => failure = Some(e),
+            }
+        }
+        if let Some(e) = &failure {
+            if !db.conn.is_autocommit() {
+                let _ = db.conn.execute_batch("ROLLBACK");
+            }
+            // The tally moved with writes that are not stored.
+            db.stale = true;
+            kept.into_iter().for_each(|r| r.file(Some(e)));
+        } else {
+            kept.into_iter().for_each(|r| r.file(None));
+        }
+        true
+    }
+}
+
+/// Runs one write inside the batch's transaction (opened first if `open` is false): returns it
+/// if it succeeded, to be answered after the commit; answers it at once if it failed (rolled
+/// back: to its savepoint, or the whole transaction if it was the first write in it). `Err` if
+/// the transaction itself failed, which fails the batch.
+fn step(
+    db: &mut Db,
+    w: Box<dyn Write>,
+    open: &mut bool,
+    first: bool,
+) -> Result<Option<Box<dyn Ran>>, StoreError> {
+    if !*open {
+        if let Err(e) = exec(&db.conn, "BEGIN IMMEDIATE") {
+            // Nothing is open: this write fails alone, the next one tries again.
+            w.fail(&e);
+            return Ok(None);
+        }
+        *open = true;
+    }
+    let savepoint = !first;
+    if savepoint && let Err(e) = exec(&db.conn, "SAVEPOINT w") {
+        w.fail(&e);
+        return Err(e);
+    }
+    let ran = w.run(&db.conn, &mut db.tally);
+    if ran.ok() {
+        if savepoint && let Err(e) = exec(&db.conn, "RELEASE w") {
+            ran.file(Some(&e));
+            return Err(e);
+        }
+        return Ok(Some(ran));
+    }
+    if savepoint {
+        let undone = exec(&db.conn, "ROLLBACK TO w").and_then(|()| exec(&db.conn, "RELEASE w"));
+        ran.file(None);
+        undone?;
+    } else {
+        // The first write of the transaction: nothing else is in it.
+        let undone = exec(&db.conn, "ROLLBACK");
+        *open = false;
+        ran.file(None);
+        undone?;
+    }
+    Ok(None)
+}
+
+/// Runs one of the batch's statements (`BEGIN IMMEDIATE`, `SAVEPOINT w`, `COMMIT`...),
+/// prepared once and cached.
+fn exec(conn: &Connection, sql: &'static str) -> Result<(), StoreError> {
+    conn.prepare_cached(sql)
+        .and_then(|mut s| s.execute([]))
+        .map(drop)
+        .map_err(ctx(sql))
+}
