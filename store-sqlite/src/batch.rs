@@ -158,6 +158,8 @@ pub(crate) trait Write: Send {
 pub(crate) trait Ran: Send {
     /// Whether it succeeded (and so is kept in the transaction).
     fn ok(&self) -> bool;
+    /// Its error, if it failed.
+    fn error(&self) -> Option<StoreError>;
     /// Answers it: its own result if `commit` is `None` (the commit succeeded, or the write
     /// failed and nothing of it is kept), else that error for a write that had succeeded.
     fn file(self: Box<Self>, commit: Option<&StoreError>);
@@ -211,6 +213,10 @@ struct Done<R> {
 impl<R: Send> Ran for Done<R> {
     fn ok(&self) -> bool {
         self.result.is_ok()
+    }
+
+    fn error(&self) -> Option<StoreError> {
+        self.result.as_ref().err().cloned()
     }
 
     fn file(self: Box<Self>, commit: Option<&StoreError>) {
@@ -364,6 +370,17 @@ fn step(
             return Err(e);
         }
         return Ok(Some(ran));
+    }
+    if db.conn.is_autocommit() {
+        // SQLite rolled the whole transaction back itself (it does on some errors: a full
+        // disk, an I/O error, out of memory): the writes before this one are gone with it.
+        *open = false;
+        let gone = ran.error();
+        ran.file(None);
+        return match gone {
+            Some(e) if savepoint => Err(e),
+            _ => Ok(None),
+        };
     }
     if savepoint {
         let undone = exec(&db.conn, "ROLLBACK TO w").and_then(|()| exec(&db.conn, "RELEASE w"));

@@ -247,3 +247,40 @@ fn many_threads_writing_at_once_keep_the_rows_and_the_tally_in_step() {
     assert_tally_true(&s);
     s.integrity_check().unwrap();
 }
+
+/// A write that fails after SQLite rolled its whole transaction back (as SQLite does on a full
+/// disk or an I/O error; here the write ends the transaction itself, then fails).
+fn fails_and_rolls_back_all() -> Call<Result<Admission, rota_core::StoreError>> {
+    Box::new(|s: &SqliteStore| {
+        s.write(|conn, _| {
+            conn.execute_batch("ROLLBACK").map_err(ctx("test"))?;
+            Err(rota_core::StoreError::Conflict("rolled back".into()))
+        })
+    })
+}
+
+#[test]
+fn a_write_whose_failure_rolled_back_the_transaction_takes_the_writes_before_it_only() {
+    let s = Arc::new(SqliteStore::open_in_memory().unwrap());
+    // First in its batch: nothing else is lost, and the writes after it are stored.
+    let got = batched(
+        &s,
+        vec![fails_and_rolls_back_all(), admit(job("y", "yuri"))],
+    );
+    assert!(
+        matches!(got[0], Err(rota_core::StoreError::Conflict(_))),
+        "{got:?}"
+    );
+    assert_eq!(got[1], Ok(Admission::Created));
+    assert!(block_on(s.job(&job("y", "").id)).unwrap().is_some());
+    // After another write: that write is gone with the transaction, and says so.
+    let got = batched(
+        &s,
+        vec![admit(job("x", "xena")), fails_and_rolls_back_all()],
+    );
+    assert!(got.iter().all(Result::is_err), "{got:?}");
+    assert_eq!(block_on(s.job(&job("x", "").id)).unwrap(), None);
+    assert_eq!(block_on(s.live_jobs(None)).unwrap(), 1);
+    assert_tally_true(&s);
+    s.integrity_check().unwrap();
+}
