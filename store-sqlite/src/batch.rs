@@ -5,22 +5,30 @@
 //! connection. The thread that takes the connection (the *leader*) runs every write queued by
 //! then, and those queued while it runs them, up to [`MAX_BATCH`], in one `BEGIN IMMEDIATE`
 //! transaction, each write after the first inside a savepoint of its own; commits once; and
-//! hands each write its result. A waiting thread whose write a leader has done returns with
-//! its result without taking the connection at all.
+//! hands each write its result. A waiting thread that sees its write done while it spins for
+//! the connection returns at once, without taking it; one that had gone to sleep on the lock
+//! finds its write done when it gets the lock, as soon as the leader lets go.
 //!
 //! - **Why.** A commit is about half of a small write's cost on a WAL file (its pages written
-//!   to the WAL, checksummed, and every thousand pages a checkpoint). Two workers storing
+//!   to the WAL, checksummed, and every thousand pages a checkpoint: `perf` of rota-bench's
+//!   SQLite runner rows put 53 % of the samples under `COMMIT`). Two workers storing
 //!   targets back to back each find the other's write queued behind their own, so one commit
 //!   carries both; and the leader runs the other's write on warm caches instead of handing the
 //!   connection, and every page it touched, to the other core.
-//! - **What a caller sees** is what one transaction per write gave: a write that fails (its
-//!   own error) is rolled back to its savepoint and changes nothing, while the others of its
-//!   batch go on; a write that succeeded is reported only once its commit has, and if the
-//!   commit fails, every write of the batch gets that error and none of them is stored.
+//! - **What a caller sees** is what one transaction per write gave: a write is answered Ok
+//!   only once the commit that holds it has succeeded, and it is then stored; a write that
+//!   fails (its own error) is rolled back to its savepoint and changes nothing, while the
+//!   others of its batch go on. Every write of a transaction is answered when it ends: if the
+//!   commit fails (or SQLite rolls the transaction back under a failing write), each write in
+//!   it gets that error, including one that had failed on its own (its failure may have come
+//!   from an earlier write that is now lost), and none of them is stored; the writes after
+//!   such a failure run in a new transaction.
 //! - **The tally.** Each write moves the in-memory tally as it succeeds inside the transaction,
 //!   so the next write of the batch sees it (two admits of one batch both count against the
-//!   caps). A batch whose commit fails (or that panics) leaves the tally ahead of the rows: it
-//!   is then marked stale and read afresh from the rows before anything reads it again.
+//!   caps). A transaction that fails (or panics) leaves the tally ahead of the rows: it is then
+//!   marked stale and read afresh from the rows before anything reads it again. The byte total
+//!   is published for evict's lock-free read before any write of a batch is answered, so a
+//!   thread that evicts right after its write sees it.
 //! - **Panics.** A panic while the leader runs a batch (inside SQLite or rusqlite) is caught:
 //!   the transaction is rolled back and every write of the batch not yet answered gets an
 //!   error, so no waiting thread waits for ever and the leader's own caller gets an error too.
@@ -160,9 +168,9 @@ pub(crate) trait Ran: Send {
     fn ok(&self) -> bool;
     /// Its error, if it failed.
     fn error(&self) -> Option<StoreError>;
-    /// Answers it: its own result if `commit` is `None` (the commit succeeded, or the write
-    /// failed and nothing of it is kept), else that error for a write that had succeeded.
-    fn file(self: Box<Self>, commit: Option<&StoreError>);
+    /// Answers it: its own result if `failed` is `None` (its transaction committed, or it
+    /// failed and nothing of it is kept), else that error: its transaction failed.
+    fn file(self: Box<Self>, failed: Option<&StoreError>);
 }
 
 /// A write as the store queues it: the operation and where its result goes.
@@ -219,11 +227,11 @@ impl<R: Send> Ran for Done<R> {
         self.result.as_ref().err().cloned()
     }
 
-    fn file(self: Box<Self>, commit: Option<&StoreError>) {
+    fn file(self: Box<Self>, failed: Option<&StoreError>) {
         let Done { result, reply } = *self;
-        reply.file(match (result, commit) {
-            (Ok(_), Some(e)) => Err(e.clone()),
-            (r, _) => r,
+        reply.file(match failed {
+            Some(e) => Err(e.clone()),
+            None => result,
         });
     }
 }
@@ -265,12 +273,13 @@ impl Queue {
     }
 
     /// Leads one batch on `db`, which the caller has locked: runs the queued writes (and those
-    /// queued meanwhile, up to [`MAX_BATCH`]), commits, and answers each. Never panics: a
-    /// panic inside is caught, the transaction rolled back and the batch's writes answered
-    /// with an error.
-    /// `false` if the queue was empty.
-    pub(crate) fn lead(&self, db: &mut Db) -> bool {
-        let caught = catch_unwind(AssertUnwindSafe(|| self.run_batch(db)));
+    /// queued meanwhile, up to [`MAX_BATCH`]), commits, publishes the byte total to
+    /// `published` and then answers each write (so a thread answered here and evicting next
+    /// sees its own write in the total). Never panics: a panic inside is caught, the
+    /// transaction rolled back and the batch's writes answered with an error. `false` if the
+    /// queue was empty.
+    pub(crate) fn lead(&self, db: &mut Db, published: &AtomicU64) -> bool {
+        let caught = catch_unwind(AssertUnwindSafe(|| self.run_batch(db, published)));
         let Ok(took) = caught else {
             // The writes the batch held were answered as their replies dropped.
             if !db.conn.is_autocommit() {
@@ -282,8 +291,7 @@ impl Queue {
         took
     }
 
-    /// `false` if the queue was empty.
-    fn run_batch(&self, db: &mut Db) -> bool {
+    fn run_batch(&self, db: &mut Db, published: &AtomicU64) -> bool {
         let mut writes = self.take(MAX_BATCH);
         if writes.is_empty() {
             return false;
@@ -293,23 +301,12 @@ impl Queue {
             return true;
         }
         let mut taken = writes.len();
-        // The writes that succeeded, kept in the open transaction until its commit.
-        let mut kept: Vec<Box<dyn Ran>> = Vec::with_capacity(writes.len());
-        let mut open = false;
-        let mut failure: Option<StoreError> = None;
+        let mut tx = Segment::default();
         loop {
             for w in writes.drain(..) {
-                if let Some(e) = &failure {
-                    w.fail(e);
-                    continue;
-                }
-                match step(db, w, &mut open, kept.is_empty()) {
-                    Ok(Some(ran)) => kept.push(ran),
-                    Ok(None) => {}
-                    Err(e) => failure = Some(e),
-                }
+                tx.step(db, w, published);
             }
-            if taken >= MAX_BATCH || failure.is_some() {
+            if taken >= MAX_BATCH {
                 break;
             }
             writes = self.take(MAX_BATCH - taken);
@@ -318,82 +315,111 @@ impl Queue {
             }
             taken += writes.len();
         }
-        if failure.is_none() && open {
+        if tx.open {
             match exec(&db.conn, "COMMIT") {
                 Ok(()) => {
                     self.commits.fetch_add(1, Ordering::Relaxed);
+                    tx.answer(db, published, None);
                 }
-                Err(e) => failure = Some(e),
+                Err(e) => tx.abort(db, published, &e),
             }
-        }
-        if let Some(e) = &failure {
-            if !db.conn.is_autocommit() {
-                let _ = db.conn.execute_batch("ROLLBACK");
-            }
-            // The tally moved with writes that are not stored.
-            db.stale = true;
-            kept.into_iter().for_each(|r| r.file(Some(e)));
-        } else {
-            kept.into_iter().for_each(|r| r.file(None));
         }
         true
     }
 }
 
-/// Runs one write inside the batch's transaction (opened first if `open` is false): returns it
-/// if it succeeded, to be answered after the commit; answers it at once if it failed (rolled
-/// back: to its savepoint, or the whole transaction if it was the first write in it). `Err` if
-/// the transaction itself failed, which fails the batch.
-fn step(
-    db: &mut Db,
-    w: Box<dyn Write>,
-    open: &mut bool,
-    first: bool,
-) -> Result<Option<Box<dyn Ran>>, StoreError> {
-    if !*open {
-        if let Err(e) = exec(&db.conn, "BEGIN IMMEDIATE") {
-            // Nothing is open: this write fails alone, the next one tries again.
+/// One transaction of a batch: the writes run in it, answered when it ends. A batch is one
+/// segment unless a transaction ends early (its first write failed, or the transaction failed
+/// and was rolled back): the writes after it then run in a new one.
+#[derive(Default)]
+struct Segment {
+    /// Every write run in the open transaction, kept or rolled back to its savepoint: all are
+    /// answered when the transaction ends, since a failed write may have failed because of an
+    /// earlier one (an id it conflicted with) that the commit may yet lose.
+    ran: Vec<Box<dyn Ran>>,
+    open: bool,
+}
+
+impl Segment {
+    /// Runs `w` in the transaction (begun first if none is open), in a savepoint of its own
+    /// unless it is the transaction's first write.
+    fn step(&mut self, db: &mut Db, w: Box<dyn Write>, published: &AtomicU64) {
+        if !self.open {
+            if let Err(e) = exec(&db.conn, "BEGIN IMMEDIATE") {
+                // Nothing is open: this write fails alone, the next one tries again.
+                w.fail(&e);
+                return;
+            }
+            self.open = true;
+        }
+        let first = self.ran.is_empty();
+        if !first && let Err(e) = exec(&db.conn, "SAVEPOINT w") {
             w.fail(&e);
-            return Ok(None);
+            return self.abort(db, published, &e);
         }
-        *open = true;
-    }
-    let savepoint = !first;
-    if savepoint && let Err(e) = exec(&db.conn, "SAVEPOINT w") {
-        w.fail(&e);
-        return Err(e);
-    }
-    let ran = w.run(&db.conn, &mut db.tally);
-    if ran.ok() {
-        if savepoint && let Err(e) = exec(&db.conn, "RELEASE w") {
-            ran.file(Some(&e));
-            return Err(e);
+        let ran = w.run(&db.conn, &mut db.tally);
+        if db.conn.is_autocommit() {
+            // The transaction ended under the write: SQLite rolls the whole of it back on
+            // some errors (a full disk, an I/O error, out of memory). A write that failed gets
+            // its own error; the others of the transaction are gone.
+            let e = rolled_back(ran.error());
+            let own = if ran.ok() { Some(&e) } else { None };
+            ran.file(own);
+            return self.abort(db, published, &e);
         }
-        return Ok(Some(ran));
+        if ran.ok() {
+            if !first && let Err(e) = exec(&db.conn, "RELEASE w") {
+                ran.file(Some(&e));
+                return self.abort(db, published, &e);
+            }
+            self.ran.push(ran);
+            return;
+        }
+        if first {
+            // Nothing else is in the transaction: roll it back and answer the write now.
+            let undone = exec(&db.conn, "ROLLBACK");
+            ran.file(None);
+            return match undone {
+                Ok(()) => self.open = false,
+                Err(e) => self.abort(db, published, &e),
+            };
+        }
+        match exec(&db.conn, "ROLLBACK TO w").and_then(|()| exec(&db.conn, "RELEASE w")) {
+            Ok(()) => self.ran.push(ran),
+            Err(e) => {
+                ran.file(Some(&e));
+                self.abort(db, published, &e);
+            }
+        }
     }
-    if db.conn.is_autocommit() {
-        // SQLite rolled the whole transaction back itself (it does on some errors: a full
-        // disk, an I/O error, out of memory): the writes before this one are gone with it.
-        *open = false;
-        let gone = ran.error();
-        ran.file(None);
-        return match gone {
-            Some(e) if savepoint => Err(e),
-            _ => Ok(None),
-        };
+
+    /// Ends the transaction (committed, or already gone) and answers its writes: each its own
+    /// result if `failed` is `None`, else that error.
+    fn answer(&mut self, db: &Db, published: &AtomicU64, failed: Option<&StoreError>) {
+        self.open = false;
+        published.store(db.published_bytes(), Ordering::Release);
+        self.ran.drain(..).for_each(|r| r.file(failed));
     }
-    if savepoint {
-        let undone = exec(&db.conn, "ROLLBACK TO w").and_then(|()| exec(&db.conn, "RELEASE w"));
-        ran.file(None);
-        undone?;
-    } else {
-        // The first write of the transaction: nothing else is in it.
-        let undone = exec(&db.conn, "ROLLBACK");
-        *open = false;
-        ran.file(None);
-        undone?;
+
+    /// Rolls the transaction back (if SQLite has not) and fails every write run in it with
+    /// `e`. The tally moved with them: it is read afresh before its next use.
+    fn abort(&mut self, db: &mut Db, published: &AtomicU64, e: &StoreError) {
+        if !db.conn.is_autocommit() {
+            let _ = db.conn.execute_batch("ROLLBACK");
+        }
+        db.stale = true;
+        self.answer(db, published, Some(e));
     }
-    Ok(None)
+}
+
+/// The error of the writes of a transaction that SQLite rolled back under a write that failed
+/// with `cause` (or under one that did not say).
+fn rolled_back(cause: Option<StoreError>) -> StoreError {
+    let why = match cause {
+        Some(e) => format!("the transaction was rolled back with a failed write: {e}"),
+        None => "the transaction ended under a write".to_owned(),
+    };
+    StoreError::backend("write", std::io::Error::other(why))
 }
 
 /// Runs one of the batch's statements (`BEGIN IMMEDIATE`, `SAVEPOINT w`, `COMMIT`...),

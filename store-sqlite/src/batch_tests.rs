@@ -3,14 +3,16 @@
 //! whole batch, stores none of it and leaves the tally true; many threads at once.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::Duration;
 
 use rota_core::{Admission, BatchStore, CallerClass, Caps, JobStatus, NewJob, TargetWrite};
 
 use crate::SqliteStore;
+use crate::batch::{Op, Slot};
 use crate::error::ctx;
-use crate::ops::Tally;
+use crate::ops::{self, Tally};
 
 const CAPS: Caps = Caps {
     targets_per_job: 8,
@@ -273,14 +275,171 @@ fn a_write_whose_failure_rolled_back_the_transaction_takes_the_writes_before_it_
     );
     assert_eq!(got[1], Ok(Admission::Created));
     assert!(block_on(s.job(&job("y", "").id)).unwrap().is_some());
-    // After another write: that write is gone with the transaction, and says so.
+    // After another write: that write is gone with the transaction, and says so; the write
+    // after it runs in a new transaction and is stored.
     let got = batched(
         &s,
-        vec![admit(job("x", "xena")), fails_and_rolls_back_all()],
+        vec![
+            admit(job("x", "xena")),
+            fails_and_rolls_back_all(),
+            admit(job("z", "zoe")),
+        ],
     );
-    assert!(got.iter().all(Result::is_err), "{got:?}");
+    assert!(
+        matches!(got[0], Err(rota_core::StoreError::Backend { .. })),
+        "{got:?}"
+    );
+    assert!(
+        matches!(got[1], Err(rota_core::StoreError::Conflict(_))),
+        "{got:?}"
+    );
+    assert_eq!(got[2], Ok(Admission::Created));
     assert_eq!(block_on(s.job(&job("x", "").id)).unwrap(), None);
-    assert_eq!(block_on(s.live_jobs(None)).unwrap(), 1);
+    assert!(block_on(s.job(&job("z", "").id)).unwrap().is_some());
+    assert_eq!(block_on(s.live_jobs(None)).unwrap(), 2);
     assert_tally_true(&s);
     s.integrity_check().unwrap();
+}
+
+/// A write that ends the transaction under the batch and says nothing of it.
+fn ends_the_transaction() -> Call<Result<Admission, rota_core::StoreError>> {
+    Box::new(|s: &SqliteStore| {
+        s.write(|conn, _| {
+            conn.execute_batch("ROLLBACK").map_err(ctx("test"))?;
+            Ok(Admission::Busy)
+        })
+    })
+}
+
+#[test]
+fn a_write_is_answered_ok_exactly_when_it_is_stored() {
+    let s = Arc::new(SqliteStore::open_in_memory().unwrap());
+    // The first write ends its transaction; the next must not run outside one (its
+    // savepoint would then be a transaction of its own) and be stored while answered Err.
+    let got = batched(&s, vec![ends_the_transaction(), admit(job("x", "xena"))]);
+    assert!(got[0].is_err(), "{got:?}");
+    let stored = block_on(s.job(&job("x", "").id)).unwrap().is_some();
+    assert_eq!(stored, got[1].is_ok(), "{got:?}");
+    assert_tally_true(&s);
+}
+
+#[test]
+fn a_failure_that_came_from_a_write_the_batch_then_lost_is_not_reported_as_its_own() {
+    let s = Arc::new(SqliteStore::open_in_memory().unwrap());
+    // carol's admit conflicts with bob's, which the same batch then loses: carol must not be
+    // told the id exists.
+    let mut carol = job("b", "carol");
+    carol.idem_key = "other".into();
+    let got = batched(
+        &s,
+        vec![admit(job("b", "bob")), admit(carol), ends_the_transaction()],
+    );
+    assert!(
+        got.iter()
+            .all(|r| matches!(r, Err(rota_core::StoreError::Backend { .. }))),
+        "{got:?}"
+    );
+    assert_eq!(block_on(s.job(&job("b", "").id)).unwrap(), None);
+    assert_tally_true(&s);
+}
+
+#[test]
+fn a_failing_write_that_changed_rows_leaves_none_of_them() {
+    let s = Arc::new(SqliteStore::open_in_memory().unwrap());
+    // The second write stores a whole job (on a scratch tally) and then fails: its savepoint
+    // is rolled back, the first write is kept.
+    let got = batched(
+        &s,
+        vec![
+            admit(job("a", "alice")),
+            Box::new(|s: &SqliteStore| {
+                s.write(|conn, _| {
+                    let j = job("b", "bob");
+                    ops::admit(conn, &mut Tally::default(), &j, &CAPS)?;
+                    Err(rota_core::StoreError::Conflict("changed my mind".into()))
+                })
+            }),
+        ],
+    );
+    assert_eq!(got[0], Ok(Admission::Created));
+    assert!(
+        matches!(got[1], Err(rota_core::StoreError::Conflict(_))),
+        "{got:?}"
+    );
+    assert!(block_on(s.job(&job("a", "").id)).unwrap().is_some());
+    assert_eq!(block_on(s.job(&job("b", "").id)).unwrap(), None);
+    assert!(block_on(s.targets(&job("b", "").id)).unwrap().is_empty());
+    assert_tally_true(&s);
+}
+
+#[test]
+fn a_commit_that_fails_fails_every_write_of_its_batch_and_stores_none() {
+    let s = Arc::new(SqliteStore::open_in_memory().unwrap());
+    // A deferred foreign key, broken inside the transaction, fails its COMMIT (SQLite checks
+    // it there); the tables are temporary, on this connection only.
+    s.db()
+        .conn
+        .execute_batch(
+            "PRAGMA foreign_keys = ON;
+             CREATE TEMP TABLE p (id INTEGER PRIMARY KEY);
+             CREATE TEMP TABLE c (p INTEGER REFERENCES p (id) DEFERRABLE INITIALLY DEFERRED);",
+        )
+        .unwrap();
+    let before = s.queue.commits();
+    let got = batched(
+        &s,
+        vec![
+            admit(job("x", "xena")),
+            Box::new(|s: &SqliteStore| {
+                s.write(|conn, _| {
+                    conn.execute_batch("INSERT INTO c VALUES (7)")
+                        .map_err(ctx("test"))?;
+                    Ok(Admission::Busy)
+                })
+            }),
+        ],
+    );
+    assert!(
+        got.iter()
+            .all(|r| matches!(r, Err(rota_core::StoreError::Backend { .. }))),
+        "{got:?}"
+    );
+    assert_eq!(s.queue.commits(), before);
+    assert_eq!(block_on(s.job(&job("x", "").id)).unwrap(), None);
+    assert_eq!(block_on(s.live_jobs(None)).unwrap(), 0);
+    assert_tally_true(&s);
+    // The transaction is gone: the next write commits.
+    assert_eq!(
+        block_on(s.admit(&job("x", "xena"), &CAPS)),
+        Ok(Admission::Created)
+    );
+    assert_eq!(s.queue.commits(), before + 1);
+}
+
+#[test]
+fn a_write_answered_by_another_threads_batch_is_in_the_total_its_evict_reads() {
+    let s = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let j = job("a", "alice");
+    assert_eq!(block_on(s.admit(&j, &CAPS)), Ok(Admission::Created));
+    let before = s.bytes.load(Ordering::Acquire);
+    // A write queued by another thread (as `SqliteStore::write` queues it), led by this one,
+    // which still holds the connection when the write is answered: the thread answered may
+    // evict at once, and evict under the budget reads the published total without the lock.
+    let mut held = s.db();
+    let slot = Slot::new();
+    let id = j.id.clone();
+    s.queue.push(Op::boxed(
+        move |conn, tally| {
+            let done = TargetWrite::Done {
+                result: "r".repeat(2000),
+            };
+            ops::finish_target(conn, tally, &id, 0, &done, 2, None)
+        },
+        &slot,
+    ));
+    assert!(s.queue.lead(&mut held, &s.bytes));
+    assert_eq!(slot.take(), Some(Ok(true)));
+    let total = held.tally().unwrap().bytes;
+    assert!(total >= before + 2000);
+    assert_eq!(s.bytes.load(Ordering::Acquire), total);
 }

@@ -6,7 +6,7 @@
 //!
 //! The rows are built and changed with rota-core's own helpers ([`NewJob::rows`],
 //! [`TargetRow::apply`], [`TargetRow::n_bytes`], [`reusable`], [`may_transition`],
-//! [`sweepable`]'s cutoff), so the counts agree byte for byte with every other backend.
+//! [`sweepable`](rota_core::sweepable)'s cutoff), so the counts agree byte for byte with every other backend.
 
 use std::collections::HashMap;
 

@@ -72,7 +72,7 @@ pub struct SqliteStore {
     db: Mutex<Db>,
     /// The tally's byte total as of the last release of `db`, so that evict under the budget
     /// (after every stored target) need not wait for the connection: see [`DbGuard`].
-    bytes: AtomicU64,
+    pub(crate) bytes: AtomicU64,
     /// The writes waiting for a batch: see `batch`.
     pub(crate) queue: Queue,
     _claim: Option<Claim>,
@@ -146,7 +146,7 @@ impl SqliteStore {
             };
             // Each batch takes at least one write and this one is queued until a batch takes
             // it (no other can while this thread holds the connection): this ends.
-            while !slot.is_done() && self.queue.lead(&mut db) {}
+            while !slot.is_done() && self.queue.lead(&mut db, &self.bytes) {}
         }
         slot.take().unwrap_or_else(|| Err(batch::lost()))
     }
