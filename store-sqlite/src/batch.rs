@@ -35,7 +35,8 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use rota_core::StoreError;
 use rusqlite::Connection;
@@ -98,7 +99,7 @@ impl<R> Slot<R> {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Result<R, StoreError>>> {
+    fn lock(&self) -> MutexGuard<'_, Option<Result<R, StoreError>>> {
         self.result.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -236,19 +237,45 @@ impl<R: Send> Ran for Done<R> {
     }
 }
 
-/// The writes waiting for a leader.
+/// The writes waiting for a batch, and who leads.
 #[derive(Default)]
 pub(crate) struct Queue {
-    writes: Mutex<Vec<Box<dyn Write>>>,
+    state: Mutex<State>,
+    /// Where a waiting thread sleeps: told after every batch and when a leader steps down.
+    wake: Condvar,
     /// The commits made (for the tests: how many writes shared one).
     commits: AtomicU64,
+}
+
+#[derive(Default)]
+struct State {
+    writes: Vec<Box<dyn Write>>,
+    /// A thread leads: it runs batches until its own write is done, then steps down.
+    leading: bool,
+    /// Threads asleep on `wake`.
+    sleepers: usize,
+}
+
+/// Leadership, given up when dropped (also by a panic unwinding through the leader).
+pub(crate) struct Leading<'q>(&'q Queue);
+
+impl Drop for Leading<'_> {
+    fn drop(&mut self) {
+        let mut st = self.0.lock();
+        st.leading = false;
+        // A write may still be queued (it came after the last batch): a sleeping thread
+        // takes over; a spinning one sees it at its next look.
+        if st.sleepers > 0 {
+            self.0.wake.notify_all();
+        }
+    }
 }
 
 impl Queue {
     /// How many writes are waiting.
     #[cfg(test)]
     pub(crate) fn waiting(&self) -> usize {
-        self.lock().len()
+        self.lock().writes.len()
     }
 
     /// How many commits the batches have made.
@@ -257,19 +284,81 @@ impl Queue {
         self.commits.load(Ordering::Relaxed)
     }
 
+    /// Queues `w` as if by another thread, which waits for it.
+    #[cfg(test)]
     pub(crate) fn push(&self, w: Box<dyn Write>) {
-        self.lock().push(w);
+        self.lock().writes.push(w);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Box<dyn Write>>> {
-        self.writes.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues `w`, whose result goes to `slot`, and waits until either a leader has done it
+    /// (`None`) or no thread leads (`Some`: this thread now leads, until the value is dropped;
+    /// it is to lead batches until `slot` is done). Spins for up to `spin` first: a batch takes
+    /// tens of microseconds, less than a sleep and a wake-up would cost.
+    pub(crate) fn wait<R>(
+        &self,
+        w: Box<dyn Write>,
+        slot: &Slot<R>,
+        spin: Duration,
+    ) -> Option<Leading<'_>> {
+        {
+            let mut st = self.lock();
+            st.writes.push(w);
+            if !st.leading {
+                st.leading = true;
+                return Some(Leading(self));
+            }
+        }
+        let t0 = Instant::now();
+        loop {
+            for _ in 0..64 {
+                std::hint::spin_loop();
+            }
+            if slot.is_done() {
+                return None;
+            }
+            let mut st = self.lock();
+            if !st.leading {
+                st.leading = true;
+                return Some(Leading(self));
+            }
+            if t0.elapsed() >= spin {
+                break;
+            }
+        }
+        let mut st = self.lock();
+        loop {
+            // The leader answers a batch's writes before it takes this lock to wake the
+            // sleepers, so a write done before this look is seen, and one done after it wakes
+            // this thread.
+            if slot.is_done() {
+                return None;
+            }
+            if !st.leading {
+                st.leading = true;
+                return Some(Leading(self));
+            }
+            st.sleepers += 1;
+            st = self.wake.wait(st).unwrap_or_else(PoisonError::into_inner);
+            st.sleepers -= 1;
+        }
     }
 
     /// Up to `n` of the queued writes, oldest first.
     fn take(&self, n: usize) -> Vec<Box<dyn Write>> {
-        let mut q = self.lock();
-        let n = n.min(q.len());
-        q.drain(..n).collect()
+        let mut st = self.lock();
+        let n = n.min(st.writes.len());
+        st.writes.drain(..n).collect()
+    }
+
+    /// Wakes the sleeping threads, after a batch answered its writes.
+    fn answered(&self) {
+        if self.lock().sleepers > 0 {
+            self.wake.notify_all();
+        }
     }
 
     /// Leads one batch on `db`, which the caller has locked: runs the queued writes (and those
@@ -280,14 +369,17 @@ impl Queue {
     /// queue was empty.
     pub(crate) fn lead(&self, db: &mut Db, published: &AtomicU64) -> bool {
         let caught = catch_unwind(AssertUnwindSafe(|| self.run_batch(db, published)));
-        let Ok(took) = caught else {
+        let took = caught.unwrap_or_else(|_| {
             // The writes the batch held were answered as their replies dropped.
             if !db.conn.is_autocommit() {
                 let _ = db.conn.execute_batch("ROLLBACK");
             }
             db.stale = true;
-            return true;
-        };
+            true
+        });
+        if took {
+            self.answered();
+        }
         took
     }
 

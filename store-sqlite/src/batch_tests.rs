@@ -13,6 +13,7 @@ use crate::SqliteStore;
 use crate::batch::{Op, Slot};
 use crate::error::ctx;
 use crate::ops::{self, Tally};
+use crate::store::SPIN_FOR;
 
 const CAPS: Caps = Caps {
     targets_per_job: 8,
@@ -442,4 +443,38 @@ fn a_write_answered_by_another_threads_batch_is_in_the_total_its_evict_reads() {
     let total = held.tally().unwrap().bytes;
     assert!(total >= before + 2000);
     assert_eq!(s.bytes.load(Ordering::Acquire), total);
+}
+
+#[test]
+fn a_thread_whose_write_another_batch_did_returns_without_the_connection() {
+    let s = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let held = s.db();
+    // A leads (and waits for the connection, held here); B queues behind it and sleeps.
+    let spawn = |name: &'static str| {
+        let s = s.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = thread::spawn(move || tx.send(block_on(s.admit(&job(name, name), &CAPS))));
+        (t, rx)
+    };
+    let (a, a_done) = spawn("a");
+    while s.queue.waiting() < 1 {
+        thread::sleep(Duration::from_micros(50));
+    }
+    let (b, b_done) = spawn("b");
+    while s.queue.waiting() < 2 {
+        thread::sleep(Duration::from_micros(50));
+    }
+    thread::sleep(SPIN_FOR * 10);
+    // This thread, still holding the connection, runs both writes: B is answered and returns
+    // although the connection is still held; A (which waits for the connection) does not.
+    let mut held = held;
+    assert!(s.queue.lead(&mut held, &s.bytes));
+    let b_got = b_done.recv_timeout(Duration::from_secs(20));
+    assert_eq!(b_got, Ok(Ok(Admission::Created)));
+    assert!(a_done.try_recv().is_err());
+    drop(held);
+    assert_eq!(a_done.recv().unwrap(), Ok(Admission::Created));
+    a.join().unwrap().unwrap();
+    b.join().unwrap().unwrap();
+    assert_eq!(block_on(s.live_jobs(None)).unwrap(), 2);
 }

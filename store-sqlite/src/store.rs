@@ -64,8 +64,10 @@ pub struct SqliteOptions {
 /// held across an await. Handing each call to
 /// `spawn_blocking` was measured as too slow for statements that take microseconds (a thread
 /// hop costs more than the work), so a call blocks its task's thread for that short time
-/// instead; with [`Synchronous::Full`] that time includes the disk sync. A call that finds the
-/// connection busy spins for up to 100 µs (a few transactions) before it sleeps on the lock.
+/// instead; with [`Synchronous::Full`] that time includes the disk sync. A read that finds the
+/// connection busy spins for up to 100 µs (a few transactions) before it sleeps on the lock; a
+/// write that finds a batch running spins as long, then sleeps until a batch has done it (it
+/// then returns without the connection) or no thread leads (it then leads).
 pub struct SqliteStore {
     // Field order is drop order: the connection closes (releasing the file's lock) before the
     // claim lets another open in this process try.
@@ -130,22 +132,19 @@ impl SqliteStore {
     }
 
     /// Runs the write `f` in a group commit (see `batch`): queues it, then waits until either
-    /// this thread has the connection (and leads a batch that includes it) or another thread's
-    /// batch has done it.
+    /// another thread's batch has done it, or no thread leads and this one leads batches (its
+    /// own write in the first, unless more than a batch was queued before it).
     pub(crate) fn write<R, F>(&self, f: F) -> Result<R, StoreError>
     where
         F: FnOnce(&Connection, &mut Tally) -> Result<R, StoreError> + Send + 'static,
         R: Send + 'static,
     {
         let slot = Slot::new();
-        self.queue.push(Op::boxed(f, &slot));
-        if let Some(db) = lock_adaptive_until(&self.db, || slot.is_done()) {
-            let mut db = DbGuard {
-                db,
-                bytes: &self.bytes,
-            };
-            // Each batch takes at least one write and this one is queued until a batch takes
-            // it (no other can while this thread holds the connection): this ends.
+        if let Some(_leading) = self.queue.wait(Op::boxed(f, &slot), &slot, SPIN_FOR) {
+            let mut db = self.db();
+            // Each batch takes at least one write, and this one stays queued until a batch
+            // of this thread takes it: this ends. The connection is let go (publishing the
+            // total) before the lead is.
             while !slot.is_done() && self.queue.lead(&mut db, &self.bytes) {}
         }
         slot.take().unwrap_or_else(|| Err(batch::lost()))
@@ -182,7 +181,7 @@ impl Drop for DbGuard<'_> {
 }
 
 /// How long a call waits for the connection by spinning before it sleeps on the lock.
-const SPIN_FOR: Duration = Duration::from_micros(100);
+pub(crate) const SPIN_FOR: Duration = Duration::from_micros(100);
 
 /// Locks `m`, spinning for up to [`SPIN_FOR`] before sleeping on it (an adaptive lock, as
 /// glibc's `PTHREAD_MUTEX_ADAPTIVE_NP`). The lock is held for one transaction, tens of
@@ -195,32 +194,18 @@ const SPIN_FOR: Duration = Duration::from_micros(100);
 /// checkpoint, a large result) costs a waiter at most this spin before it sleeps. A poisoned
 /// lock is taken over (see [`SqliteStore::db`]).
 fn lock_adaptive<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    match lock_adaptive_until(m, || false) {
-        Some(g) => g,
-        // `done` never holds, so the lock is always taken.
-        None => m.lock().unwrap_or_else(PoisonError::into_inner),
-    }
-}
-
-/// [`lock_adaptive`], which gives up (`None`) as soon as `done()` holds while it spins, or
-/// once it holds when it gets the lock after sleeping on it: a write that another thread's
-/// batch did needs no lock.
-fn lock_adaptive_until<T>(m: &Mutex<T>, done: impl Fn() -> bool) -> Option<MutexGuard<'_, T>> {
     let mut started: Option<Instant> = None;
     loop {
         match m.try_lock() {
-            Ok(g) => return Some(g),
-            Err(TryLockError::Poisoned(e)) => return Some(e.into_inner()),
+            Ok(g) => return g,
+            Err(TryLockError::Poisoned(e)) => return e.into_inner(),
             Err(TryLockError::WouldBlock) => {}
-        }
-        if done() {
-            return None;
         }
         // The clock is read once per 64 spins, the first time only once the lock was found
         // held, so an uncontended lock costs one `try_lock`.
         let t0 = *started.get_or_insert_with(Instant::now);
         if t0.elapsed() >= SPIN_FOR {
-            return Some(m.lock().unwrap_or_else(PoisonError::into_inner));
+            return m.lock().unwrap_or_else(PoisonError::into_inner);
         }
         for _ in 0..64 {
             std::hint::spin_loop();
