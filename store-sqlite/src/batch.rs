@@ -5,9 +5,9 @@
 //! connection. The thread that takes the connection (the *leader*) runs every write queued by
 //! then, and those queued while it runs them, up to [`MAX_BATCH`], in one `BEGIN IMMEDIATE`
 //! transaction, each write after the first inside a savepoint of its own; commits once; and
-//! hands each write its result. A waiting thread that sees its write done while it spins for
-//! the connection returns at once, without taking it; one that had gone to sleep on the lock
-//! finds its write done when it gets the lock, as soon as the leader lets go.
+//! hands each write its result. A waiting thread spins for a short while, then sleeps until a
+//! batch has done its write (it returns with its result, without taking the connection) or no
+//! thread leads (it then leads). One leader at a time: it leads until its own write is done.
 //!
 //! - **Why.** A commit is about half of a small write's cost on a WAL file (its pages written
 //!   to the WAL, checksummed, and every thousand pages a checkpoint: `perf` of rota-bench's
@@ -372,7 +372,7 @@ impl Queue {
         let took = caught.unwrap_or_else(|_| {
             // The writes the batch held were answered as their replies dropped.
             if !db.conn.is_autocommit() {
-                let _ = db.conn.execute_batch("ROLLBACK");
+                let _ = catch_unwind(AssertUnwindSafe(|| db.conn.execute_batch("ROLLBACK")));
             }
             db.stale = true;
             true

@@ -478,3 +478,71 @@ fn a_thread_whose_write_another_batch_did_returns_without_the_connection() {
     b.join().unwrap().unwrap();
     assert_eq!(block_on(s.live_jobs(None)).unwrap(), 2);
 }
+
+#[test]
+fn threads_mixing_every_kind_of_write_and_failure_get_answers_that_match_the_rows() {
+    let s = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let s = s.clone();
+            thread::spawn(move || {
+                // xorshift, one seed per thread: the same mix on every run.
+                let mut x = 0x9E37_79B9_7F4A_7C15 ^ (t + 1);
+                let mut next = move |n: u64| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x % n
+                };
+                let mut answered = Vec::new();
+                block_on(async {
+                    for n in 0..300 {
+                        let id = job(&format!("{t}y{}", next(n + 1)), "").id;
+                        match next(10) {
+                            0..=2 => {
+                                let j = job(&format!("{t}y{n}"), &format!("c{}", next(3)));
+                                let ok = s.admit(&j, &CAPS).await.is_ok();
+                                answered.push((j.id, ok));
+                            }
+                            3 | 4 => {
+                                let _ = s.start_target(&id, next(2) as usize, 2).await;
+                            }
+                            5 | 6 => {
+                                let done = TargetWrite::Done {
+                                    result: "r".repeat(next(300) as usize),
+                                };
+                                let end = (next(2) == 0).then_some(JobStatus::Done);
+                                let _ = s.finish_target(&id, next(2) as usize, &done, 3, end).await;
+                            }
+                            7 => {
+                                let _ = s.set_status(&id, JobStatus::Cancelled, "", 4).await;
+                            }
+                            8 => {
+                                let r = s.write(|_, _| -> Result<(), rota_core::StoreError> {
+                                    Err(rota_core::StoreError::Conflict("no".into()))
+                                });
+                                assert!(r.is_err());
+                            }
+                            _ => {
+                                let r = s.write(|conn, _| -> Result<(), rota_core::StoreError> {
+                                    conn.execute_batch("ROLLBACK").map_err(ctx("test"))?;
+                                    Err(rota_core::StoreError::Conflict("rolled back".into()))
+                                });
+                                assert!(r.is_err());
+                            }
+                        }
+                    }
+                });
+                answered
+            })
+        })
+        .collect();
+    for t in threads {
+        for (id, ok) in t.join().unwrap() {
+            let stored = block_on(s.job(&id)).unwrap().is_some();
+            assert_eq!(stored, ok, "job {id}: stored {stored}, answered ok {ok}");
+        }
+    }
+    assert_tally_true(&s);
+    s.integrity_check().unwrap();
+}

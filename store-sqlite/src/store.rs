@@ -140,7 +140,11 @@ impl SqliteStore {
         R: Send + 'static,
     {
         let slot = Slot::new();
-        if let Some(_leading) = self.queue.wait(Op::boxed(f, &slot), &slot, SPIN_FOR) {
+        if let Some(_leading) = self.queue.wait(Op::boxed(f, &slot), &slot, SPIN_FOR)
+            && !slot.is_done()
+        {
+            // (A write may be done by the time its thread leads: a leader answered it and
+            // stepped down between this thread's two looks.)
             let mut db = self.db();
             // Each batch takes at least one write, and this one stays queued until a batch
             // of this thread takes it: this ends. The connection is let go (publishing the
