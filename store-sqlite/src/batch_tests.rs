@@ -157,12 +157,7 @@ fn a_batch_whose_transaction_fails_stores_none_of_its_writes_and_reads_the_tally
         vec![
             admit(job("x", "xena")),
             admit(job("y", "yuri")),
-            Box::new(|s: &SqliteStore| {
-                s.write(|conn, _| {
-                    conn.execute_batch("ROLLBACK").map_err(ctx("test"))?;
-                    Ok(Admission::Busy)
-                })
-            }),
+            rolls_back_all(false),
         ],
     );
     assert!(got.iter().all(Result::is_err), "{got:?}");
@@ -251,13 +246,17 @@ fn many_threads_writing_at_once_keep_the_rows_and_the_tally_in_step() {
     s.integrity_check().unwrap();
 }
 
-/// A write that fails after SQLite rolled its whole transaction back (as SQLite does on a full
-/// disk or an I/O error; here the write ends the transaction itself, then fails).
-fn fails_and_rolls_back_all() -> Call<Result<Admission, rota_core::StoreError>> {
-    Box::new(|s: &SqliteStore| {
-        s.write(|conn, _| {
+/// A write that ends the transaction under the batch (as SQLite does itself on a full disk or an
+/// I/O error), then fails (`fail`) or says nothing of it.
+fn rolls_back_all(fail: bool) -> Call<Result<Admission, rota_core::StoreError>> {
+    Box::new(move |s: &SqliteStore| {
+        s.write(move |conn, _| {
             conn.execute_batch("ROLLBACK").map_err(ctx("test"))?;
-            Err(rota_core::StoreError::Conflict("rolled back".into()))
+            if fail {
+                Err(rota_core::StoreError::Conflict("rolled back".into()))
+            } else {
+                Ok(Admission::Busy)
+            }
         })
     })
 }
@@ -266,10 +265,7 @@ fn fails_and_rolls_back_all() -> Call<Result<Admission, rota_core::StoreError>> 
 fn a_write_whose_failure_rolled_back_the_transaction_takes_the_writes_before_it_only() {
     let s = Arc::new(SqliteStore::open_in_memory().unwrap());
     // First in its batch: nothing else is lost, and the writes after it are stored.
-    let got = batched(
-        &s,
-        vec![fails_and_rolls_back_all(), admit(job("y", "yuri"))],
-    );
+    let got = batched(&s, vec![rolls_back_all(true), admit(job("y", "yuri"))]);
     assert!(
         matches!(got[0], Err(rota_core::StoreError::Conflict(_))),
         "{got:?}"
@@ -282,7 +278,7 @@ fn a_write_whose_failure_rolled_back_the_transaction_takes_the_writes_before_it_
         &s,
         vec![
             admit(job("x", "xena")),
-            fails_and_rolls_back_all(),
+            rolls_back_all(true),
             admit(job("z", "zoe")),
         ],
     );
@@ -302,22 +298,12 @@ fn a_write_whose_failure_rolled_back_the_transaction_takes_the_writes_before_it_
     s.integrity_check().unwrap();
 }
 
-/// A write that ends the transaction under the batch and says nothing of it.
-fn ends_the_transaction() -> Call<Result<Admission, rota_core::StoreError>> {
-    Box::new(|s: &SqliteStore| {
-        s.write(|conn, _| {
-            conn.execute_batch("ROLLBACK").map_err(ctx("test"))?;
-            Ok(Admission::Busy)
-        })
-    })
-}
-
 #[test]
 fn a_write_is_answered_ok_exactly_when_it_is_stored() {
     let s = Arc::new(SqliteStore::open_in_memory().unwrap());
     // The first write ends its transaction; the next must not run outside one (its
     // savepoint would then be a transaction of its own) and be stored while answered Err.
-    let got = batched(&s, vec![ends_the_transaction(), admit(job("x", "xena"))]);
+    let got = batched(&s, vec![rolls_back_all(false), admit(job("x", "xena"))]);
     assert!(got[0].is_err(), "{got:?}");
     let stored = block_on(s.job(&job("x", "").id)).unwrap().is_some();
     assert_eq!(stored, got[1].is_ok(), "{got:?}");
@@ -333,7 +319,7 @@ fn a_failure_that_came_from_a_write_the_batch_then_lost_is_not_reported_as_its_o
     carol.idem_key = "other".into();
     let got = batched(
         &s,
-        vec![admit(job("b", "bob")), admit(carol), ends_the_transaction()],
+        vec![admit(job("b", "bob")), admit(carol), rolls_back_all(false)],
     );
     assert!(
         got.iter()
