@@ -486,8 +486,13 @@ fn threads_mixing_every_kind_of_write_and_failure_get_answers_that_match_the_row
                         let id = job(&format!("{t}y{}", next(n + 1)), "").id;
                         match next(10) {
                             0..=2 => {
-                                let j = job(&format!("{t}y{n}"), &format!("c{}", next(3)));
-                                let ok = s.admit(&j, &CAPS).await.is_ok();
+                                // Callers of this thread only: about 30 admits each, under the cap.
+                                let j = job(&format!("{t}y{n}"), &format!("c{t}{}", next(3)));
+                                let r = s.admit(&j, &CAPS).await;
+                                if let Ok(a) = &r {
+                                    assert_eq!(*a, Admission::Created);
+                                }
+                                let ok = r.is_ok();
                                 answered.push((j.id, ok));
                             }
                             3 | 4 => {
