@@ -307,9 +307,8 @@ impl Queue {
         {
             let mut st = self.lock();
             st.writes.push(w);
-            if !st.leading {
-                st.leading = true;
-                return Some(Leading(self));
+            if let Some(lead) = self.lead_if_free(&mut st) {
+                return Some(lead);
             }
         }
         let t0 = Instant::now();
@@ -320,10 +319,8 @@ impl Queue {
             if slot.is_done() {
                 return None;
             }
-            let mut st = self.lock();
-            if !st.leading {
-                st.leading = true;
-                return Some(Leading(self));
+            if let Some(lead) = self.lead_if_free(&mut self.lock()) {
+                return Some(lead);
             }
             if t0.elapsed() >= spin {
                 break;
@@ -337,14 +334,21 @@ impl Queue {
             if slot.is_done() {
                 return None;
             }
-            if !st.leading {
-                st.leading = true;
-                return Some(Leading(self));
+            if let Some(lead) = self.lead_if_free(&mut st) {
+                return Some(lead);
             }
             st.sleepers += 1;
             st = self.wake.wait(st).unwrap_or_else(PoisonError::into_inner);
             st.sleepers -= 1;
         }
+    }
+
+    /// The lead, if no thread has it (`st` is this queue's state, locked).
+    fn lead_if_free(&self, st: &mut State) -> Option<Leading<'_>> {
+        (!st.leading).then(|| {
+            st.leading = true;
+            Leading(self)
+        })
     }
 
     /// Up to `n` of the queued writes, oldest first.
