@@ -72,8 +72,9 @@ pub struct SqliteStore {
     // Field order is drop order: the connection closes (releasing the file's lock) before the
     // claim lets another open in this process try.
     db: Mutex<Db>,
-    /// The tally's byte total as of the last release of `db`, so that evict under the budget
-    /// (after every stored target) need not wait for the connection: see [`DbGuard`].
+    /// The tally's byte total as of the last batch or release of `db`, so that evict under the
+    /// budget (after every stored target) need not wait for the connection: see [`DbGuard`] and
+    /// `batch` (a batch publishes it before it answers its writes).
     pub(crate) bytes: AtomicU64,
     /// The writes waiting for a batch: see `batch`.
     pub(crate) queue: Queue,
