@@ -185,8 +185,20 @@ impl Drop for DbGuard<'_> {
     }
 }
 
-/// How long a call waits for the connection by spinning before it sleeps on the lock.
-pub(crate) const SPIN_FOR: Duration = Duration::from_micros(100);
+/// How long a call waits by spinning before it sleeps: a write for its batch or the lead (see
+/// [`Queue::wait`](crate::batch::Queue::wait)), a read for the connection's lock.
+///
+/// A batch that holds an admit and another thread's write takes 100–150 µs, so a spin of
+/// 100 µs (the first value) often ended in a sleep, and a sleeping thread is woken 100 µs or
+/// more after its write is done on this project's machine (a KVM guest). Counted in the
+/// group commit during rota-bench's SQLite runner row at 10 000 live jobs with 1 worker:
+/// 2 800–4 600 sleeps a turn (0.9–2.7 s asleep in all) with 100 µs, 150–330 with 400 µs,
+/// most of them then waits for a checkpoint, which takes milliseconds. In A/B runs of
+/// the two builds the runner of 1 worker kept 0.88–1.02 of the raw loop's speed at 100 and
+/// 10 000 live jobs with 400 µs, against 0.83–0.92 with 100 µs; rows of 2 workers and of 10
+/// live jobs moved within their spread. A waiter spins on its own core; a longer hold
+/// (a checkpoint, a `Synchronous::Full` sync) costs it at most this spin before it sleeps.
+pub(crate) const SPIN_FOR: Duration = Duration::from_micros(400);
 
 /// Locks `m`, spinning for up to [`SPIN_FOR`] before sleeping on it (an adaptive lock, as
 /// glibc's `PTHREAD_MUTEX_ADAPTIVE_NP`). The lock is held for one transaction, tens of
@@ -195,9 +207,10 @@ pub(crate) const SPIN_FOR: Duration = Duration::from_micros(100);
 /// on nearly every call. Measured with rota-bench (runner rows, SQLite file, 100 live jobs,
 /// 2 workers, instant fetch): about 47 700 context switches for the 52 000 targets of the run
 /// with a plain lock, 18 200 with this one, and 15 400–15 800 targets/s against 13 100–14 300
-/// over three turns each. A holder that keeps the lock longer (a `Synchronous::Full` sync, a
-/// checkpoint, a large result) costs a waiter at most this spin before it sleeps. A poisoned
-/// lock is taken over (see [`SqliteStore::db`]).
+/// over three turns each (that was with a spin of 100 µs, before the group commit). A holder
+/// that keeps the lock longer (a `Synchronous::Full` sync, a checkpoint, a large result) costs
+/// a waiter at most this spin before it sleeps. A poisoned lock is taken over (see
+/// [`SqliteStore::db`]).
 fn lock_adaptive<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     let mut started: Option<Instant> = None;
     loop {
