@@ -65,7 +65,7 @@ pub struct SqliteOptions {
 /// `spawn_blocking` was measured as too slow for statements that take microseconds (a thread
 /// hop costs more than the work), so a call blocks its task's thread for that short time
 /// instead; with [`Synchronous::Full`] that time includes the disk sync. A read that finds the
-/// connection busy spins for up to 100 µs (a few transactions) before it sleeps on the lock; a
+/// connection busy spins for up to 400 µs (a few transactions) before it sleeps on the lock; a
 /// write that finds a batch running spins as long, then sleeps until a batch has done it (it
 /// then returns without the connection) or no thread leads (it then leads).
 pub struct SqliteStore {
