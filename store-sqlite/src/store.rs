@@ -188,16 +188,17 @@ impl Drop for DbGuard<'_> {
 /// How long a call waits by spinning before it sleeps: a write for its batch or the lead (see
 /// [`Queue::wait`](crate::batch::Queue::wait)), a read for the connection's lock.
 ///
-/// A batch that holds an admit and another thread's write takes 100–150 µs, so a spin of
-/// 100 µs (the first value) often ended in a sleep, and a sleeping thread is woken 100 µs or
-/// more after its write is done on this project's machine (a KVM guest). Counted in the
-/// group commit during rota-bench's SQLite runner row at 10 000 live jobs with 1 worker:
-/// 2 800–4 600 sleeps a turn (0.9–2.7 s asleep in all) with 100 µs, 150–330 with 400 µs,
-/// most of them then waits for a checkpoint, which takes milliseconds. In A/B runs of
-/// the two builds the runner of 1 worker kept 0.88–1.02 of the raw loop's speed at 100 and
-/// 10 000 live jobs with 400 µs, against 0.83–0.92 with 100 µs; rows of 2 workers and of 10
-/// live jobs moved within their spread. A waiter spins on its own core; a longer hold
-/// (a checkpoint, a `Synchronous::Full` sync) costs it at most this spin before it sleeps.
+/// A write that comes while a batch runs waits for that batch and for the next one, which
+/// takes it. Counted in the group commit during rota-bench's SQLite runner row at 10 000 live
+/// jobs with 1 worker, while the bench submits beside the worker: batches of ~90 µs on average
+/// (an admit and a target's write, mostly). With a spin of 100 µs (the first value), 2 800–4 600
+/// writes a turn went to sleep (0.9–2.7 s asleep in all), and a sleeping thread pays a wake-up
+/// on top (about 50 µs on this project's machine, a KVM guest); with 400 µs, 150–330, most of
+/// them waits for a checkpoint, which takes milliseconds. In A/B runs of the
+/// two builds the runner of 1 worker kept 0.88–1.02 of the raw loop's speed at 100 and 10 000
+/// live jobs with 400 µs, against 0.83–0.92 with 100 µs; rows of 2 workers and of 10 live jobs
+/// moved within their spread. A waiter spins on its own core; a longer hold (a checkpoint, a
+/// `Synchronous::Full` sync) costs it at most this spin before it sleeps.
 pub(crate) const SPIN_FOR: Duration = Duration::from_micros(400);
 
 /// Locks `m`, spinning for up to [`SPIN_FOR`] before sleeping on it (an adaptive lock, as
