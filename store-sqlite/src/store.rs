@@ -197,8 +197,9 @@ impl Drop for DbGuard<'_> {
 /// them waits for a checkpoint, which takes milliseconds. In A/B runs of the
 /// two builds the runner of 1 worker kept 0.88–1.02 of the raw loop's speed at 100 and 10 000
 /// live jobs with 400 µs, against 0.83–0.92 with 100 µs; rows of 2 workers and of 10 live jobs
-/// moved within their spread. A waiter spins on its own core; a longer hold (a checkpoint, a
-/// `Synchronous::Full` sync) costs it at most this spin before it sleeps.
+/// moved within their spread (2 workers and the submitting task: three writing threads on
+/// two cores, where a spinning thread takes time another could use). A longer hold (a
+/// checkpoint, a `Synchronous::Full` sync) costs a waiter at most this spin before it sleeps.
 pub(crate) const SPIN_FOR: Duration = Duration::from_micros(400);
 
 /// Locks `m`, spinning for up to [`SPIN_FOR`] before sleeping on it (an adaptive lock, as
