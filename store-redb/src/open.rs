@@ -6,13 +6,15 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
 use redb::backends::{FileBackend, InMemoryBackend};
-use redb::{Builder, Database, ReadableDatabase};
+use redb::{Builder, Database, ReadableDatabase, ReadableTable};
 use rota_core::StoreError;
 
-use crate::error::err;
+use crate::error::{Ctx, err};
 use crate::overlay::Overlay;
 use crate::store::{RedbOptions, RedbStore};
-use crate::tables::{MAGIC, MAGIC_KEY, META, VERSION, VERSION_KEY};
+use crate::tables::{
+    JOB_SLOT, LIVE_ROWS, LIVE_V2, MAGIC, MAGIC_KEY, META, ROWS, VERSION, VERSION_2, VERSION_KEY,
+};
 
 /// The first bytes of every redb file.
 const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
@@ -25,7 +27,9 @@ impl RedbStore {
     /// [`StoreError::InUse`] ("database already open"). A file that is not a rota redb store
     /// (an empty file, text, a truncated or damaged file, a redb database of another program)
     /// fails with [`StoreError::Corrupt`], one of another schema version with
-    /// [`StoreError::Version`]; neither changes the file. See [`open_with`](Self::open_with).
+    /// [`StoreError::Version`]; neither changes the file. A store of schema version 2 (this
+    /// crate before the live jobs' rows had a table of their own) is migrated to the current
+    /// one, in one durable transaction, when it is opened. See [`open_with`](Self::open_with).
     pub fn open(path: impl AsRef<Path>) -> Result<RedbStore, StoreError> {
         Self::open_with(path, RedbOptions::default())
     }
@@ -57,6 +61,7 @@ impl RedbStore {
         let db = catch_unwind(AssertUnwindSafe(|| Database::builder().open(path)))
             .map_err(|_| panicked(path))?
             .map_err(err("open store file"))?;
+        migrate(&db)?;
         RedbStore::from_db(db, &opts)
     }
 
@@ -134,7 +139,53 @@ fn temp_path(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.rota-new-{}-{nanos}", std::process::id()))
 }
 
-/// Checks that `path` is a rota store of this schema version, without changing it.
+/// Migrates a store of schema version 2 to the current one, in one durable transaction: the
+/// rows of the jobs in version 2's live index move to the live rows, and that index goes. A
+/// store of the current version is left alone.
+fn migrate(db: &Database) -> Result<(), StoreError> {
+    const WHAT: &str = "migrate store from schema 2";
+    let txn = db.begin_write().map_err(err("begin write"))?;
+    let version = {
+        let meta = txn.open_table(META).map_err(err("open meta table"))?;
+        meta.get(VERSION_KEY)
+            .map_err(err("read meta"))?
+            .map(|g| g.value().to_vec())
+    };
+    if version.as_deref() != Some(VERSION_2.as_bytes()) {
+        return txn.abort().map_err(err("abort"));
+    }
+    {
+        let mut ids = Vec::new();
+        for entry in txn.open_table(LIVE_V2).ctx(WHAT)?.iter().ctx(WHAT)? {
+            ids.push(entry.ctx(WHAT)?.0.value().to_owned());
+        }
+        let mut rows = txn.open_table(ROWS).ctx(WHAT)?;
+        let mut live_rows = txn.open_table(LIVE_ROWS).ctx(WHAT)?;
+        for id in &ids {
+            let id = id.as_str();
+            let mut moved: Vec<(u64, Vec<u8>)> = Vec::new();
+            for entry in rows
+                .extract_from_if((id, JOB_SLOT)..=(id, u64::MAX), |_, _| true)
+                .ctx(WHAT)?
+            {
+                let (k, v) = entry.ctx(WHAT)?;
+                moved.push((k.value().1, v.value().to_vec()));
+            }
+            for (slot, v) in &moved {
+                live_rows.insert((id, *slot), v.as_slice()).ctx(WHAT)?;
+            }
+        }
+    }
+    txn.delete_table(LIVE_V2).ctx(WHAT)?;
+    txn.open_table(META)
+        .map_err(err("open meta table"))?
+        .insert(VERSION_KEY, VERSION.as_bytes())
+        .ctx(WHAT)?;
+    txn.commit().map_err(err("commit migration"))
+}
+
+/// Checks that `path` is a rota store of this schema version (or one [`migrate`] upgrades),
+/// without changing it.
 fn inspect(path: &Path) -> Result<(), StoreError> {
     let not_rota = |why: &str| StoreError::Corrupt(format!("{}: {why}", path.display()));
     let mut head = Vec::with_capacity(REDB_MAGIC.len());
@@ -199,7 +250,7 @@ fn check_meta(path: &Path, overlay: Overlay) -> Result<(), StoreError> {
     let found = get(VERSION_KEY)?
         .map(|v| String::from_utf8_lossy(&v).into_owned())
         .unwrap_or_default();
-    if found != VERSION {
+    if found != VERSION && found != VERSION_2 {
         return Err(StoreError::Version {
             found,
             expected: VERSION.into(),

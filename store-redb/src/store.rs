@@ -86,9 +86,10 @@ impl Default for RedbOptions {
 ///
 /// Every operation runs whole inside one redb write transaction: admit (reuse check, caps and
 /// insert) is one, so concurrent admits are serialized by redb's single writer and never exceed
-/// a cap. The layout is in the `tables` module: a job's row and its targets' rows side by side
-/// in one table, job ids by (caller, idem key), the live jobs, the terminal jobs by lease (for
-/// sweep) and by `created_at` (for evict), and a meta table with the magic and the schema
+/// a cap. The layout is in the `tables` module: a job's row and its targets' rows side by side,
+/// in a table of the live jobs' rows or one of the terminal jobs' rows (a job moves from the
+/// first to the second when it ends), job ids by (caller, idem key), the terminal jobs by lease
+/// (for sweep) and by `created_at` (for evict), and a meta table with the magic and the schema
 /// version, all kept in step in the same transactions. The counts admit and evict consult
 /// (total bytes, live jobs in all and per caller) are counted when the store opens and kept in
 /// memory, moved after each commit.
@@ -223,25 +224,24 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
-    /// Counts the store in `db`: the live jobs through the live index, the bytes of every job
-    /// through the live and created indexes (which between them name every job). A database
+    /// Counts the store in `db`: the live jobs through their rows, the bytes of every job
+    /// through those and the created index (which between them name every job). A database
     /// without rota's tables yet counts zero. A job row that cannot be decoded counts for
     /// nothing, so that one damaged row does not keep the rest of the store from opening: every
     /// read or write of that job, and [`verify`](RedbStore::verify), reports it
-    /// [`Corrupt`](StoreError::Corrupt). An index entry without its job counts for nothing too
-    /// (recovery drops a live one).
+    /// [`Corrupt`](StoreError::Corrupt). An index entry without its job counts for nothing too.
     pub(crate) fn of(db: &Database) -> Result<Tally, StoreError> {
         let txn = db.begin_read().map_err(err("begin read"))?;
         let mut tally = Tally::default();
-        let rows = match txn.open_table(ROWS) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(tally),
-            Err(e) => return Err(err("open rows table")(e)),
+        let (rows, live_rows) = match (txn.open_table(ROWS), txn.open_table(LIVE_ROWS)) {
+            (Ok(r), Ok(l)) => (r, l),
+            (Err(redb::TableError::TableDoesNotExist(_)), _)
+            | (_, Err(redb::TableError::TableDoesNotExist(_))) => return Ok(tally),
+            (Err(e), _) | (_, Err(e)) => return Err(err("open rows table")(e)),
         };
         const WHAT: &str = "count the store";
-        for entry in txn.open_table(LIVE).ctx(WHAT)?.iter().ctx(WHAT)? {
-            let (k, _) = entry.ctx(WHAT)?;
-            if let Some(job) = counted(load_job(&rows, k.value()))? {
+        for id in live_ids(&live_rows)? {
+            if let Some(job) = counted(load_job(&live_rows, &id))? {
                 tally.live += 1;
                 *tally.by_caller.entry(job.caller).or_default() += 1;
                 tally.bytes = tally.bytes.saturating_add(job.n_bytes);
@@ -295,9 +295,11 @@ struct Delta {
 
 /// Every table, open in one write transaction, and the counts as this transaction sees them.
 pub(crate) struct Tables<'t> {
+    /// The rows of the terminal jobs.
     rows: Table<'t, (&'static str, u64), &'static [u8]>,
+    /// The rows of the live jobs.
+    live_rows: Table<'t, (&'static str, u64), &'static [u8]>,
     idem: MultimapTable<'t, (&'static str, &'static str), &'static str>,
-    live: Table<'t, &'static str, ()>,
     by_lease: Table<'t, (i64, &'static str), ()>,
     by_created: Table<'t, (i64, &'static str), ()>,
     /// The counts as of the last commit (only the transaction's thread moves them).
@@ -322,10 +324,12 @@ impl<'t> Tables<'t> {
     fn open(txn: &'t WriteTransaction, tally: &'t Mutex<Tally>) -> Result<Self, StoreError> {
         Ok(Tables {
             rows: txn.open_table(ROWS).map_err(err("open rows table"))?,
+            live_rows: txn
+                .open_table(LIVE_ROWS)
+                .map_err(err("open live rows table"))?,
             idem: txn
                 .open_multimap_table(IDEM)
                 .map_err(err("open idem table"))?,
-            live: txn.open_table(LIVE).map_err(err("open live table"))?,
             by_lease: txn.open_table(BY_LEASE).map_err(err("open lease index"))?,
             by_created: txn
                 .open_table(BY_CREATED)
@@ -390,15 +394,24 @@ impl<'t> Tables<'t> {
     }
 
     fn job(&self, id: &str) -> Result<Option<JobRow>, StoreError> {
-        load_job(&self.rows, id)
+        find_job(&self.live_rows, &self.rows, id)
+    }
+
+    /// The table that holds the rows of a job of `status`.
+    fn rows_of(&mut self, status: JobStatus) -> &mut Table<'t, (&'static str, u64), &'static [u8]> {
+        if status.is_live() {
+            &mut self.live_rows
+        } else {
+            &mut self.rows
+        }
     }
 
     /// Stores a new job and its targets, with every index and count.
     fn insert_job(&mut self, job: &JobRow, targets: &[TargetRow]) -> Result<(), StoreError> {
         let e = err("admit");
         let id = job.id.as_str();
-        self.rows
-            .insert((id, JOB_SLOT), encode_job(job).as_slice())
+        let rows = self.rows_of(job.status);
+        rows.insert((id, JOB_SLOT), encode_job(job).as_slice())
             .map_err(&e)?;
         for t in targets {
             let Some(slot) = target_slot(t.idx) else {
@@ -406,25 +419,42 @@ impl<'t> Tables<'t> {
                     "job {id}: target idx out of range"
                 )));
             };
-            self.rows
-                .insert((id, slot), encode_target(t).as_slice())
+            rows.insert((id, slot), encode_target(t).as_slice())
                 .map_err(&e)?;
         }
         self.idem
             .insert((job.caller.as_str(), job.idem_key.as_str()), id)
             .map_err(&e)?;
-        self.live.insert(id, ()).map_err(&e)?;
-        self.add_live(&job.caller, 1)?;
+        if job.status.is_live() {
+            self.add_live(&job.caller, 1)?;
+        } else {
+            self.by_lease.insert((job.lease, id), ()).map_err(&e)?;
+            self.by_created
+                .insert((job.created_at, id), ())
+                .map_err(&e)?;
+        }
         self.add_bytes(0, job.n_bytes)?;
         Ok(())
     }
 
-    /// Replaces the job row `old` with `new`, keeping the indexes and counts in step.
+    /// Replaces the job row `old` with `new`, keeping the indexes and counts in step. A job
+    /// that ends moves with its targets from the live rows to the terminal ones.
     fn put_job(&mut self, old: &JobRow, new: &JobRow) -> Result<(), StoreError> {
         let e = err("write job");
         let id = new.id.as_str();
         if old.status.is_live() && new.status.is_terminal() {
-            self.live.remove(id).map_err(&e)?;
+            let mut moved: Vec<(u64, Vec<u8>)> = Vec::new();
+            for entry in self
+                .live_rows
+                .extract_from_if((id, JOB_SLOT)..=(id, u64::MAX), |_, _| true)
+                .map_err(&e)?
+            {
+                let (k, v) = entry.map_err(&e)?;
+                moved.push((k.value().1, v.value().to_vec()));
+            }
+            for (slot, v) in moved.iter().filter(|(slot, _)| *slot != JOB_SLOT) {
+                self.rows.insert((id, *slot), v.as_slice()).map_err(&e)?;
+            }
             self.add_live(&new.caller, -1)?;
             self.by_lease.insert((new.lease, id), ()).map_err(&e)?;
             self.by_created
@@ -437,7 +467,7 @@ impl<'t> Tables<'t> {
         if old.n_bytes != new.n_bytes {
             self.add_bytes(old.n_bytes, new.n_bytes)?;
         }
-        self.rows
+        self.rows_of(new.status)
             .insert((id, JOB_SLOT), encode_job(new).as_slice())
             .map_err(&e)?;
         Ok(())
@@ -447,14 +477,13 @@ impl<'t> Tables<'t> {
     fn delete_job(&mut self, job: &JobRow) -> Result<(), StoreError> {
         let e = err("delete job");
         let id = job.id.as_str();
-        self.rows
+        self.rows_of(job.status)
             .retain_in((id, JOB_SLOT)..=(id, u64::MAX), |_, _| false)
             .map_err(&e)?;
         self.idem
             .remove((job.caller.as_str(), job.idem_key.as_str()), id)
             .map_err(&e)?;
         if job.status.is_live() {
-            self.live.remove(id).map_err(&e)?;
             self.add_live(&job.caller, -1)?;
         } else {
             self.by_lease.remove((job.lease, id)).map_err(&e)?;
@@ -464,9 +493,9 @@ impl<'t> Tables<'t> {
         Ok(())
     }
 
-    /// Applies `write` to target `idx` of `job`, updating the job's `targets_done` and
-    /// `n_bytes` (the caller writes the job). The row as stored, or `None` if there is no such
-    /// target.
+    /// Applies `write` to target `idx` of `job` (as stored: its status says which table holds
+    /// it), updating the job's `targets_done` and `n_bytes` (the caller writes the job). The
+    /// row as stored, or `None` if there is no such target.
     fn store_target(
         &mut self,
         job: &mut JobRow,
@@ -478,7 +507,8 @@ impl<'t> Tables<'t> {
             return Ok(None);
         };
         let key = (job.id.as_str(), slot);
-        let old = match self.rows.get(key).map_err(&e)? {
+        let rows = self.rows_of(job.status);
+        let old = match rows.get(key).map_err(&e)? {
             Some(g) => decode_target(idx as u64, g.value())?,
             None => return Ok(None),
         };
@@ -498,11 +528,38 @@ impl<'t> Tables<'t> {
             }
             _ => {}
         }
-        self.rows
-            .insert(key, encode_target(&row).as_slice())
+        rows.insert(key, encode_target(&row).as_slice())
             .map_err(&e)?;
         Ok(Some(row))
     }
+}
+
+/// The job `id`, from the live rows or else the terminal ones.
+pub(crate) fn find_job(
+    live_rows: &impl ReadableTable<(&'static str, u64), &'static [u8]>,
+    rows: &impl ReadableTable<(&'static str, u64), &'static [u8]>,
+    id: &str,
+) -> Result<Option<JobRow>, StoreError> {
+    match load_job(live_rows, id)? {
+        Some(job) => Ok(Some(job)),
+        None => load_job(rows, id),
+    }
+}
+
+/// The ids of the jobs in `live_rows`, in id order.
+pub(crate) fn live_ids(
+    live_rows: &impl ReadableTable<(&'static str, u64), &'static [u8]>,
+) -> Result<Vec<String>, StoreError> {
+    let e = err("read live jobs");
+    let mut ids = Vec::new();
+    for entry in live_rows.iter().map_err(&e)? {
+        let (k, _) = entry.map_err(&e)?;
+        let (id, slot) = k.value();
+        if slot == JOB_SLOT {
+            ids.push(id.to_owned());
+        }
+    }
+    Ok(ids)
 }
 
 pub(crate) fn load_job(
@@ -659,8 +716,15 @@ impl RedbStore {
 
     fn targets_sync(&self, id: &str) -> Result<Vec<TargetRow>, StoreError> {
         self.read(|txn| {
-            let table = txn.open_table(ROWS).map_err(err("open rows table"))?;
+            let live = txn
+                .open_table(LIVE_ROWS)
+                .map_err(err("open live rows table"))?;
             let e = err("read targets");
+            let table = if live.get((id, JOB_SLOT)).map_err(&e)?.is_some() {
+                live
+            } else {
+                txn.open_table(ROWS).map_err(err("open rows table"))?
+            };
             let mut out = Vec::new();
             for entry in table
                 .range((id, JOB_SLOT + 1)..=(id, u64::MAX))
@@ -840,16 +904,10 @@ impl RedbStore {
     fn recover_sync(&self, error: &str, now: i64) -> Result<usize, StoreError> {
         let error = error.to_owned();
         self.write(Commit::Durable, move |t| {
-            let e = err("recover");
-            let mut ids = Vec::new();
-            for entry in t.live.iter().map_err(&e)? {
-                let (k, _) = entry.map_err(&e)?;
-                ids.push(k.value().to_owned());
-            }
+            let ids = live_ids(&t.live_rows)?;
             let mut n = 0;
             for id in &ids {
                 let Some(old) = t.job(id)? else {
-                    t.live.remove(id.as_str()).map_err(&e)?;
                     continue;
                 };
                 if !may_transition(old.status, JobStatus::Failed) {
@@ -893,7 +951,7 @@ pub(crate) fn admit_op(
         for id in ids {
             let id = id.map_err(err("read idem index"))?;
             let id = id.value();
-            let Some(j) = load_job(&t.rows, id)? else {
+            let Some(j) = t.job(id)? else {
                 continue;
             };
             if reusable(j.status, j.lease, now, caps.ttl_secs)
@@ -940,8 +998,11 @@ impl BatchStore for RedbStore {
 
     async fn job(&self, id: &str) -> Result<Option<JobRow>, StoreError> {
         self.read(|txn| {
-            let table = txn.open_table(ROWS).map_err(err("open rows table"))?;
-            load_job(&table, id)
+            let live = txn
+                .open_table(LIVE_ROWS)
+                .map_err(err("open live rows table"))?;
+            let rows = txn.open_table(ROWS).map_err(err("open rows table"))?;
+            find_job(&live, &rows, id)
         })
     }
 

@@ -26,9 +26,10 @@ pub struct Verified {
 impl RedbStore {
     /// Reads the whole store in one read transaction and checks that it is consistent: every
     /// row decodes; each job has exactly the targets `0..targets_total`, and its `targets_done`
-    /// and `n_bytes` match them; the counts the store keeps in memory (total bytes, live jobs in
-    /// all and per caller) match the jobs; the live, idempotency, lease and created indexes hold exactly the jobs
-    /// they should. [`StoreError::Corrupt`] names the first disagreement. For tools and tests:
+    /// and `n_bytes` match them; a live job's rows are all in the live rows and a terminal job's
+    /// all in the terminal ones; the counts the store keeps in memory (total bytes, live jobs in
+    /// all and per caller) match the jobs; the idempotency, lease and created indexes hold
+    /// exactly the jobs they should. [`StoreError::Corrupt`] names the first disagreement. For tools and tests:
     /// it reads everything.
     pub fn verify(&self) -> Result<Verified, StoreError> {
         // The snapshot and the counts of one moment: no commit between the two.
@@ -44,21 +45,38 @@ impl RedbStore {
         let mut jobs = BTreeMap::new();
         let mut targets: BTreeMap<String, Vec<TargetRow>> = BTreeMap::new();
         let mut n_targets = 0;
-        let table = txn.open_table(ROWS).ctx("verify")?;
-        for entry in table.iter().ctx("verify")? {
-            let (k, v) = entry.ctx("verify")?;
-            let (id, slot) = k.value();
-            if slot == JOB_SLOT {
-                let job = decode_job(id, v.value())?;
-                jobs.insert(job.id.clone(), job);
-            } else {
-                let row = decode_target(slot - 1, v.value())?;
-                targets.entry(id.to_owned()).or_default().push(row);
-                n_targets += 1;
+        for (def, in_live) in [(LIVE_ROWS, true), (ROWS, false)] {
+            let table = txn.open_table(def).ctx("verify")?;
+            // Every id seen in this table: a job's targets must be in its own job's table.
+            let mut here = BTreeSet::new();
+            for entry in table.iter().ctx("verify")? {
+                let (k, v) = entry.ctx("verify")?;
+                let (id, slot) = k.value();
+                if slot == JOB_SLOT {
+                    let job = decode_job(id, v.value())?;
+                    if job.status.is_live() != in_live {
+                        return Err(bad(format!(
+                            "job {id}: a {} job among the {} rows",
+                            job.status.as_str(),
+                            if in_live { "live" } else { "terminal" }
+                        )));
+                    }
+                    if jobs.insert(job.id.clone(), job).is_some() {
+                        return Err(bad(format!("job {id}: rows in both tables")));
+                    }
+                } else {
+                    let row = decode_target(slot - 1, v.value())?;
+                    targets.entry(id.to_owned()).or_default().push(row);
+                    n_targets += 1;
+                }
+                here.insert(id.to_owned());
             }
-        }
-        if let Some(id) = targets.keys().find(|id| !jobs.contains_key(*id)) {
-            return Err(bad(format!("targets of a missing job {id}")));
+            if let Some(id) = here
+                .iter()
+                .find(|id| jobs.get(*id).is_none_or(|j| j.status.is_live() != in_live))
+            {
+                return Err(bad(format!("targets of job {id} apart from its job row")));
+            }
         }
 
         let mut total = 0u64;
@@ -120,13 +138,6 @@ impl RedbStore {
             return Err(bad("the counted per-caller live jobs do not match".into()));
         }
 
-        let mut stored_live = BTreeSet::new();
-        for entry in txn.open_table(LIVE).ctx("verify")?.iter().ctx("verify")? {
-            stored_live.insert(entry.ctx("verify")?.0.value().to_owned());
-        }
-        if stored_live != live {
-            return Err(bad("the live index does not match the live jobs".into()));
-        }
         for (def, want, name) in [
             (BY_LEASE, &by_lease, "lease"),
             (BY_CREATED, &by_created, "created"),

@@ -208,7 +208,7 @@ fn a_rota_store_of_another_schema_version_is_refused_unchanged() {
         err,
         StoreError::Version {
             found: "999".into(),
-            expected: "2".into()
+            expected: "3".into()
         }
     );
 }
@@ -282,9 +282,9 @@ async fn a_row_that_cannot_be_decoded_reads_as_corrupt_not_a_panic() {
         let db = redb::Database::open(&path).unwrap();
         let txn = db.begin_write().unwrap();
         {
-            // A job's row is slot 0 of `rows`, target idx's slot idx + 1.
+            // A live job's row is slot 0 of `live_rows`, target idx's slot idx + 1.
             let rows: redb::TableDefinition<(&str, u64), &[u8]> =
-                redb::TableDefinition::new("rows");
+                redb::TableDefinition::new("live_rows");
             let mut t = txn.open_table(rows).unwrap();
             t.insert((id(1).as_str(), 0), &b"\x01\xff\xff"[..]).unwrap();
             t.insert((id(1).as_str(), 2), &b"\x01\x05ab"[..]).unwrap();
@@ -349,4 +349,147 @@ async fn a_store_left_as_a_crash_leaves_it_opens_with_every_acknowledged_write()
     let v = s.verify().unwrap();
     assert_eq!((v.jobs.len(), v.live, v.targets), (3, 3, 6));
     assert_eq!(s.job(&id(0)).await.unwrap().unwrap().targets_done, 1);
+}
+
+const ROWS: redb::TableDefinition<(&str, u64), &[u8]> = redb::TableDefinition::new("rows");
+const LIVE_ROWS: redb::TableDefinition<(&str, u64), &[u8]> =
+    redb::TableDefinition::new("live_rows");
+const LIVE_V2: redb::TableDefinition<&str, ()> = redb::TableDefinition::new("live");
+const META: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("rota_meta");
+
+/// Rewrites the closed store at `path` in schema 2's layout: every job's rows in `rows`, an
+/// index `live` of the live jobs, schema version "2".
+fn downgrade_to_schema_2(path: &Path) {
+    let db = redb::Database::open(path).unwrap();
+    let txn = db.begin_write().unwrap();
+    {
+        let mut rows = txn.open_table(ROWS).unwrap();
+        let mut live = txn.open_table(LIVE_V2).unwrap();
+        let live_rows = txn.open_table(LIVE_ROWS).unwrap();
+        for entry in redb::ReadableTable::iter(&live_rows).unwrap() {
+            let (k, v) = entry.unwrap();
+            let (id, slot) = k.value();
+            rows.insert((id, slot), v.value()).unwrap();
+            if slot == 0 {
+                live.insert(id, ()).unwrap();
+            }
+        }
+    }
+    txn.delete_table(LIVE_ROWS).unwrap();
+    txn.open_table(META)
+        .unwrap()
+        .insert("schema_version", &b"2"[..])
+        .unwrap();
+    txn.commit().unwrap();
+}
+
+#[tokio::test]
+async fn a_store_of_schema_2_is_migrated_when_opened_with_every_job_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    let done = TargetWrite::Done {
+        result: r#"{"content":"x"}"#.into(),
+    };
+    {
+        let s = RedbStore::open(&path).unwrap();
+        for n in 0..3 {
+            assert_eq!(
+                s.admit(&new_job(&id(n), 2), &caps()).await.unwrap(),
+                Admission::Created
+            );
+        }
+        // Job 0 ends; job 1 has a target running; job 2 is queued.
+        for idx in 0..2 {
+            s.start_target(&id(0), idx, 101).await.unwrap();
+            let finish = (idx == 1).then_some(rota_core::JobStatus::Done);
+            assert!(
+                s.finish_target(&id(0), idx, &done, 102, finish)
+                    .await
+                    .unwrap()
+            );
+        }
+        s.start_target(&id(1), 0, 103).await.unwrap();
+    }
+    downgrade_to_schema_2(&path);
+    {
+        let db = redb::Database::open(&path).unwrap();
+        let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
+        assert!(txn.open_table(LIVE_ROWS).is_err(), "not schema 2's layout");
+        assert_eq!(
+            redb::ReadableTableMetadata::len(&txn.open_table(ROWS).unwrap()).unwrap(),
+            9
+        );
+    }
+
+    let s = RedbStore::open(&path).unwrap();
+    let v = s.verify().unwrap();
+    assert_eq!((v.jobs.len(), v.live, v.targets), (3, 2, 6));
+    assert_eq!(s.live_jobs(None).await.unwrap(), 2);
+    let job0 = s.job(&id(0)).await.unwrap().unwrap();
+    assert_eq!(
+        (job0.status, job0.targets_done),
+        (rota_core::JobStatus::Done, 2)
+    );
+    let t1 = s.targets(&id(1)).await.unwrap();
+    assert_eq!(t1[0].status, rota_core::TargetState::Running);
+    // The migrated live job goes on as any other.
+    assert!(s.finish_target(&id(1), 0, &done, 104, None).await.unwrap());
+    assert_eq!(s.job(&id(1)).await.unwrap().unwrap().targets_done, 1);
+    s.verify().unwrap();
+    drop(s);
+
+    let db = redb::Database::open(&path).unwrap();
+    let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
+    let meta = txn.open_table(META).unwrap();
+    let version = redb::ReadableTable::get(&meta, "schema_version")
+        .unwrap()
+        .unwrap();
+    assert_eq!(version.value(), b"3");
+    assert!(
+        txn.open_table(LIVE_V2).is_err(),
+        "schema 2's live index is gone"
+    );
+    // Only the ended job's rows are left in `rows`.
+    assert_eq!(
+        redb::ReadableTableMetadata::len(&txn.open_table(ROWS).unwrap()).unwrap(),
+        3
+    );
+}
+
+#[tokio::test]
+async fn verify_finds_a_job_whose_rows_are_in_the_wrong_table() {
+    // (move the job row, move its targets, what verify must say)
+    for (move_job, move_targets, says) in [
+        (true, true, "a queued job among the terminal rows"),
+        (true, false, "apart from its job row"),
+        (false, true, "apart from its job row"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = store_path(&dir);
+        {
+            let s = RedbStore::open(&path).unwrap();
+            s.admit(&new_job(&id(1), 2), &caps()).await.unwrap();
+            s.verify().unwrap();
+        }
+        {
+            let db = redb::Database::open(&path).unwrap();
+            let txn = db.begin_write().unwrap();
+            {
+                let mut live_rows = txn.open_table(LIVE_ROWS).unwrap();
+                let mut rows = txn.open_table(ROWS).unwrap();
+                for slot in 0..3u64 {
+                    if (slot == 0 && move_job) || (slot > 0 && move_targets) {
+                        let v = live_rows.remove((id(1).as_str(), slot)).unwrap().unwrap();
+                        rows.insert((id(1).as_str(), slot), v.value()).unwrap();
+                    }
+                }
+            }
+            txn.commit().unwrap();
+        }
+        let err = RedbStore::open(&path).unwrap().verify().unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Corrupt(m) if m.contains(says)),
+            "{move_job} {move_targets}: {err}"
+        );
+    }
 }
