@@ -28,8 +28,8 @@ impl RedbStore {
     /// (an empty file, text, a truncated or damaged file, a redb database of another program)
     /// fails with [`StoreError::Corrupt`], one of another schema version with
     /// [`StoreError::Version`]; neither changes the file. A store of schema version 2 (this
-    /// crate before the live jobs' rows had a table of their own) is migrated to the current
-    /// one, in one durable transaction, when it is opened. See [`open_with`](Self::open_with).
+    /// crate before the live jobs' rows had a table of their own) is refused so too, and
+    /// [`upgrade`](Self::upgrade) migrates it. See [`open_with`](Self::open_with).
     pub fn open(path: impl AsRef<Path>) -> Result<RedbStore, StoreError> {
         Self::open_with(path, RedbOptions::default())
     }
@@ -57,12 +57,36 @@ impl RedbStore {
             }
             Ok(_) => {}
         }
-        inspect(path)?;
+        inspect(path, &[VERSION])?;
         let db = catch_unwind(AssertUnwindSafe(|| Database::builder().open(path)))
             .map_err(|_| panicked(path))?
             .map_err(err("open store file"))?;
-        migrate(&db)?;
         RedbStore::from_db(db, &opts)
+    }
+
+    /// Migrates the store at `path` from schema version 2 to the current one (3), in one
+    /// durable transaction: `Ok(true)` once migrated, `Ok(false)` if it already was current.
+    /// The file is checked as [`open`](Self::open) checks it, and anything else it refuses
+    /// (a missing file too) is refused here, unchanged. Every job, index and target is kept;
+    /// a crash during the migration leaves the file as it was before. The store must not be
+    /// open elsewhere ([`StoreError::InUse`]).
+    pub fn upgrade(path: impl AsRef<Path>) -> Result<bool, StoreError> {
+        let path = path.as_ref();
+        let m =
+            fs::symlink_metadata(path).map_err(|e| StoreError::backend("open store file", e))?;
+        if m.is_dir() {
+            return Err(StoreError::Corrupt(format!(
+                "{}: is a directory, not a rota store",
+                path.display()
+            )));
+        }
+        inspect(path, &[VERSION_2, VERSION])?;
+        let db = catch_unwind(AssertUnwindSafe(|| Database::builder().open(path)))
+            .map_err(|_| panicked(path))?
+            .map_err(err("open store file"))?;
+        let migrated = migrate(&db)?;
+        db.close().map_err(err("close store file"))?;
+        Ok(migrated)
     }
 
     /// A new store in memory (redb's `InMemoryBackend`): for tests and for runs that need no
@@ -141,8 +165,8 @@ fn temp_path(path: &Path) -> PathBuf {
 
 /// Migrates a store of schema version 2 to the current one, in one durable transaction: the
 /// rows of the jobs in version 2's live index move to the live rows, and that index goes. A
-/// store of the current version is left alone.
-fn migrate(db: &Database) -> Result<(), StoreError> {
+/// store of the current version is left alone. Whether it migrated.
+fn migrate(db: &Database) -> Result<bool, StoreError> {
     const WHAT: &str = "migrate store from schema 2";
     let txn = db.begin_write().map_err(err("begin write"))?;
     let version = {
@@ -152,7 +176,8 @@ fn migrate(db: &Database) -> Result<(), StoreError> {
             .map(|g| g.value().to_vec())
     };
     if version.as_deref() != Some(VERSION_2.as_bytes()) {
-        return txn.abort().map_err(err("abort"));
+        txn.abort().map_err(err("abort"))?;
+        return Ok(false);
     }
     {
         let mut ids = Vec::new();
@@ -181,12 +206,13 @@ fn migrate(db: &Database) -> Result<(), StoreError> {
         .map_err(err("open meta table"))?
         .insert(VERSION_KEY, VERSION.as_bytes())
         .ctx(WHAT)?;
-    txn.commit().map_err(err("commit migration"))
+    txn.commit().map_err(err("commit migration"))?;
+    Ok(true)
 }
 
-/// Checks that `path` is a rota store of this schema version (or one [`migrate`] upgrades),
-/// without changing it.
-fn inspect(path: &Path) -> Result<(), StoreError> {
+/// Checks that `path` is a rota store of one of the schema versions `accept`, without
+/// changing it.
+fn inspect(path: &Path, accept: &[&str]) -> Result<(), StoreError> {
     let not_rota = |why: &str| StoreError::Corrupt(format!("{}: {why}", path.display()));
     let mut head = Vec::with_capacity(REDB_MAGIC.len());
     File::open(path)
@@ -211,10 +237,11 @@ fn inspect(path: &Path) -> Result<(), StoreError> {
     let backend = FileBackend::new(file).map_err(err("open store file"))?;
     let overlay = Overlay::new(backend, len);
     // redb may panic on a file damaged outside it (debug builds assert on some such checks).
-    catch_unwind(AssertUnwindSafe(|| check_meta(path, overlay))).map_err(|_| panicked(path))?
+    catch_unwind(AssertUnwindSafe(|| check_meta(path, overlay, accept)))
+        .map_err(|_| panicked(path))?
 }
 
-fn check_meta(path: &Path, overlay: Overlay) -> Result<(), StoreError> {
+fn check_meta(path: &Path, overlay: Overlay, accept: &[&str]) -> Result<(), StoreError> {
     let not_rota = |why: String| StoreError::Corrupt(format!("{}: {why}", path.display()));
     let db = Builder::new()
         .set_check_integrity_on_open(true)
@@ -250,7 +277,7 @@ fn check_meta(path: &Path, overlay: Overlay) -> Result<(), StoreError> {
     let found = get(VERSION_KEY)?
         .map(|v| String::from_utf8_lossy(&v).into_owned())
         .unwrap_or_default();
-    if found != VERSION && found != VERSION_2 {
+    if !accept.contains(&found.as_str()) {
         return Err(StoreError::Version {
             found,
             expected: VERSION.into(),

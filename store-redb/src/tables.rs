@@ -50,10 +50,11 @@ pub(crate) const MAGIC: &[u8] = b"rota-store-redb";
 pub(crate) const VERSION_KEY: &str = "schema_version";
 /// The schema version this build reads and writes. Version 1 (before any release) kept jobs
 /// and targets in tables of their own and stored the counts; version 2 kept every job's rows
-/// in `rows` with an index of the live jobs, and is migrated when opened
-/// ([`VERSION_2`]).
+/// in `rows` with an index of the live jobs: [`RedbStore::upgrade`](crate::RedbStore::upgrade)
+/// migrates it ([`VERSION_2`]).
 pub(crate) const VERSION: &str = "3";
-/// The one older schema version this build opens, migrating it to [`VERSION`].
+/// The one older schema version this build can migrate to [`VERSION`] (`RedbStore::upgrade`);
+/// [`RedbStore::open`](crate::RedbStore::open) refuses it, as the SPEC asks of any other version.
 pub(crate) const VERSION_2: &str = "2";
 
 /// The slot of a job's own row in `rows`.

@@ -384,7 +384,7 @@ fn downgrade_to_schema_2(path: &Path) {
 }
 
 #[tokio::test]
-async fn a_store_of_schema_2_is_migrated_when_opened_with_every_job_kept() {
+async fn a_store_of_schema_2_is_refused_by_open_and_upgraded_with_every_job_kept() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_path(&dir);
     let done = TargetWrite::Done {
@@ -420,6 +420,17 @@ async fn a_store_of_schema_2_is_migrated_when_opened_with_every_job_kept() {
             9
         );
     }
+
+    let err = assert_refused_unchanged(&path, |e| matches!(e, StoreError::Version { .. }));
+    assert_eq!(
+        err,
+        StoreError::Version {
+            found: "2".into(),
+            expected: "3".into()
+        }
+    );
+    assert!(RedbStore::upgrade(&path).unwrap(), "migrated");
+    assert!(!RedbStore::upgrade(&path).unwrap(), "already current");
 
     let s = RedbStore::open(&path).unwrap();
     let v = s.verify().unwrap();
@@ -492,4 +503,25 @@ async fn verify_finds_a_job_whose_rows_are_in_the_wrong_table() {
             "{move_job} {move_targets}: {err}"
         );
     }
+}
+
+#[test]
+fn upgrade_refuses_what_open_refuses_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    assert!(RedbStore::upgrade(&path).is_err(), "a missing file");
+    assert!(!path.exists(), "upgrade created a file");
+    write_meta(&path, b"rota-store-redb", b"999");
+    let before = fs::read(&path).unwrap();
+    assert_eq!(
+        RedbStore::upgrade(&path).unwrap_err(),
+        StoreError::Version {
+            found: "999".into(),
+            expected: "3".into()
+        }
+    );
+    assert_eq!(fs::read(&path).unwrap(), before, "the file changed");
+    fs::write(&path, b"not a store").unwrap();
+    assert!(is_corrupt(&RedbStore::upgrade(&path).unwrap_err()));
+    assert!(is_corrupt(&RedbStore::upgrade(dir.path()).unwrap_err()));
 }
