@@ -1,4 +1,4 @@
-//! The command line: `rota [--store URL] <run FILE | status ID | demo>`.
+//! The command line: `rota [--store URL] <run FILE | status ID | demo | upgrade>`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -56,6 +56,13 @@ pub enum Command {
     /// is busy twice and then fine, one missing (404) and one too slow for the timeout. The jobs
     /// are kept in the store, to be read back with `rota status ID`.
     Demo(DemoArgs),
+    /// Migrate the store's file to this version's schema.
+    ///
+    /// A redb file of schema 2 (written by rota before redb's live jobs had a table of their
+    /// own), which `run`, `status` and `demo` refuse unchanged, is migrated in one durable
+    /// transaction, keeping every job. A store already current is left alone; a missing file
+    /// is an error and is not created.
+    Upgrade,
 }
 
 /// `rota run`.

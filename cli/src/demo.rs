@@ -207,9 +207,7 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
         humantime::format_duration(SLOW_PAGE)
     );
     say!("store: {}", store_url.absolute());
-    let store = store_url
-        .open()
-        .map_err(|e| format!("opening the store {store_url}: {e}"))?;
+    let store = store_url.open_for_command()?;
     let workers = cfg.effective_workers();
     let runner = Runner::start(store, fetch, cfg)
         .await

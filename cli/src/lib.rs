@@ -1,5 +1,6 @@
 //! rota-cli: the parts of the `rota` command — the built-in HTTP fetcher, the reader of
-//! `rota run`'s FILE, the `--store` URL, and the `run`, `status` and `demo` subcommands.
+//! `rota run`'s FILE, the `--store` URL, and the `run`, `status`, `demo` and `upgrade`
+//! subcommands.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
@@ -29,6 +30,7 @@ pub mod progress;
 pub mod run;
 pub mod status;
 pub mod store_url;
+pub mod upgrade;
 
 use std::process::ExitCode;
 
@@ -40,5 +42,6 @@ pub async fn main_with(cli: Cli) -> Result<ExitCode, String> {
         Command::Run(args) => run::run(&cli.store, args).await,
         Command::Status(args) => status::status(&cli.store, &args.id).await,
         Command::Demo(args) => demo::demo(&cli.store, args).await,
+        Command::Upgrade => upgrade::upgrade(&cli.store),
     }
 }

@@ -53,9 +53,7 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
         ..Config::default()
     });
     let fetch = Counting::new(HttpFetch::new(args.fetch.http_config())?, signals.clone());
-    let store = store_url
-        .open()
-        .map_err(|e| format!("opening the store {store_url}: {e}"))?;
+    let store = store_url.open_for_command()?;
     let runner = Runner::start(store.clone(), fetch, cfg)
         .await
         .map_err(|e| format!("starting on the store {store_url}: {e}"))?;

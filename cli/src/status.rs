@@ -39,9 +39,7 @@ pub async fn status(store: &StoreUrl, id: &str) -> Result<ExitCode, String> {
         }
         _ => {}
     }
-    let opened = store
-        .open()
-        .map_err(|e| format!("opening the store {store}: {e}"))?;
+    let opened = store.open_for_command()?;
     let view = read_view(&*opened, id)
         .await
         .map_err(|e| format!("reading job {id} from {store}: {e}"))?

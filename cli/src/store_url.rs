@@ -87,6 +87,20 @@ impl StoreUrl {
             StoreUrl::Memory => Arc::new(rota_store_memory::MemoryStore::new()),
         })
     }
+
+    /// [`open`](Self::open) for a command: its error as a message for the user, which says
+    /// what to do about a redb file of an older schema that `rota upgrade` migrates.
+    pub fn open_for_command(&self) -> Result<Arc<dyn BatchStore>, String> {
+        self.open().map_err(|e| {
+            let hint = match (&e, self) {
+                (StoreError::Version { found, .. }, StoreUrl::Redb(_)) if found == "2" => {
+                    format!(" (migrate it first: rota --store {self} upgrade)")
+                }
+                _ => String::new(),
+            };
+            format!("opening the store {self}: {e}{hint}")
+        })
+    }
 }
 
 #[cfg(test)]

@@ -683,3 +683,96 @@ mod interrupt {
         assert!(rest.contains("interrupted"), "{rest}");
     }
 }
+
+/// Rewrites the closed redb store at `path` in schema 2's layout: every job's rows in `rows`,
+/// an index `live` of the live jobs, schema version "2".
+fn downgrade_redb_to_schema_2(path: &std::path::Path) {
+    type Rows = redb::TableDefinition<'static, (&'static str, u64), &'static [u8]>;
+    const ROWS: Rows = redb::TableDefinition::new("rows");
+    const LIVE_ROWS: Rows = redb::TableDefinition::new("live_rows");
+    const LIVE: redb::TableDefinition<&str, ()> = redb::TableDefinition::new("live");
+    const META: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("rota_meta");
+    let db = redb::Database::open(path).unwrap();
+    let txn = db.begin_write().unwrap();
+    {
+        let mut rows = txn.open_table(ROWS).unwrap();
+        let mut live = txn.open_table(LIVE).unwrap();
+        let live_rows = txn.open_table(LIVE_ROWS).unwrap();
+        for entry in redb::ReadableTable::iter(&live_rows).unwrap() {
+            let (k, v) = entry.unwrap();
+            let (id, slot) = k.value();
+            rows.insert((id, slot), v.value()).unwrap();
+            if slot == 0 {
+                live.insert(id, ()).unwrap();
+            }
+        }
+    }
+    txn.delete_table(LIVE_ROWS).unwrap();
+    txn.open_table(META)
+        .unwrap()
+        .insert("schema_version", &b"2"[..])
+        .unwrap();
+    txn.commit().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_migrates_a_redb_file_of_schema_2_that_status_refuses_unchanged() {
+    let s = common::start().await;
+    let env = Env::new();
+    let f = env.file("t.json", &json_array(&[s.url("/ok"), s.url("/status/404")]));
+    let path = env.dir.path().join("jobs.redb");
+    let redb = format!("redb:{}", path.display());
+    let run = env
+        .rota(&["--store", &redb, "run", f.to_str().unwrap()], None)
+        .await;
+    assert_eq!(code(&run), 2, "{}", stderr(&run));
+    let id = job_id(&run);
+    downgrade_redb_to_schema_2(&path);
+
+    let before = std::fs::read(&path).unwrap();
+    let st = env.rota(&["--store", &redb, "status", &id], None).await;
+    assert_eq!(code(&st), 1);
+    let msg = stderr(&st);
+    assert!(
+        msg.contains("found 2") && msg.contains(&format!("rota --store {redb} upgrade")),
+        "{msg}"
+    );
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "status changed the file"
+    );
+
+    let up = env.rota(&["--store", &redb, "upgrade"], None).await;
+    assert_eq!(code(&up), 0, "{}", stderr(&up));
+    assert!(
+        stderr(&up).contains("migrated from schema 2 to 3"),
+        "{}",
+        stderr(&up)
+    );
+    let st = env.rota(&["--store", &redb, "status", &id], None).await;
+    assert_eq!(code(&st), 0, "{}", stderr(&st));
+    let view: JobView = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(view.job.status, JobStatus::Partial);
+    assert_eq!(view.targets, lines(&run), "every target kept");
+
+    let again = env.rota(&["--store", &redb, "upgrade"], None).await;
+    assert_eq!(code(&again), 0, "{}", stderr(&again));
+    assert!(
+        stderr(&again).contains("already current"),
+        "{}",
+        stderr(&again)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_of_no_file_or_the_memory_store_is_an_error_and_creates_nothing() {
+    let env = Env::new();
+    let o = env.rota(&["upgrade"], None).await;
+    assert_eq!(code(&o), 1);
+    assert!(stderr(&o).contains("no store at"), "{}", stderr(&o));
+    assert!(!env.db().exists());
+    let o = env.rota(&["--store", "memory", "upgrade"], None).await;
+    assert_eq!(code(&o), 1);
+    assert!(stderr(&o).contains("nothing to upgrade"), "{}", stderr(&o));
+}
