@@ -732,10 +732,12 @@ async fn upgrade_migrates_a_redb_file_of_schema_2_that_status_refuses_unchanged(
     let before = std::fs::read(&path).unwrap();
     let st = env.rota(&["--store", &redb, "status", &id], None).await;
     assert_eq!(code(&st), 1);
-    let msg = stderr(&st);
-    assert!(
-        msg.contains("found 2") && msg.contains(&format!("rota --store {redb} upgrade")),
-        "{msg}"
+    assert_eq!(
+        stderr(&st).trim_end(),
+        format!(
+            "rota: error: opening the store {redb}: schema version mismatch: found 2, \
+             expected 3 (migrate it first: rota --store {redb} upgrade)"
+        )
     );
     assert_eq!(
         std::fs::read(&path).unwrap(),
@@ -745,10 +747,9 @@ async fn upgrade_migrates_a_redb_file_of_schema_2_that_status_refuses_unchanged(
 
     let up = env.rota(&["--store", &redb, "upgrade"], None).await;
     assert_eq!(code(&up), 0, "{}", stderr(&up));
-    assert!(
-        stderr(&up).contains("migrated from schema 2 to 3"),
-        "{}",
-        stderr(&up)
+    assert_eq!(
+        stderr(&up).trim_end(),
+        format!("{redb}: migrated from schema 2 to 3, every job kept")
     );
     let st = env.rota(&["--store", &redb, "status", &id], None).await;
     assert_eq!(code(&st), 0, "{}", stderr(&st));
