@@ -11,9 +11,9 @@ use rota_core::StoreError;
 
 use crate::error::{Ctx, err};
 use crate::overlay::Overlay;
-use crate::store::{RedbOptions, RedbStore};
+use crate::store::{RedbOptions, RedbStore, move_rows};
 use crate::tables::{
-    JOB_SLOT, LIVE_ROWS, LIVE_V2, MAGIC, MAGIC_KEY, META, ROWS, VERSION, VERSION_2, VERSION_KEY,
+    LIVE_ROWS, LIVE_V2, MAGIC, MAGIC_KEY, META, ROWS, VERSION, VERSION_2, VERSION_KEY,
 };
 
 /// The first bytes of every redb file.
@@ -49,18 +49,10 @@ impl RedbStore {
         match fs::symlink_metadata(path) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => create(path)?,
             Err(e) => return Err(StoreError::backend("open store file", e)),
-            Ok(m) if m.is_dir() => {
-                return Err(StoreError::Corrupt(format!(
-                    "{}: is a directory, not a rota store",
-                    path.display()
-                )));
-            }
-            Ok(_) => {}
+            Ok(m) => not_a_dir(path, &m)?,
         }
         inspect(path, &[VERSION])?;
-        let db = catch_unwind(AssertUnwindSafe(|| Database::builder().open(path)))
-            .map_err(|_| panicked(path))?
-            .map_err(err("open store file"))?;
+        let db = open_db(path)?;
         RedbStore::from_db(db, &opts)
     }
 
@@ -74,16 +66,9 @@ impl RedbStore {
         let path = path.as_ref();
         let m =
             fs::symlink_metadata(path).map_err(|e| StoreError::backend("open store file", e))?;
-        if m.is_dir() {
-            return Err(StoreError::Corrupt(format!(
-                "{}: is a directory, not a rota store",
-                path.display()
-            )));
-        }
+        not_a_dir(path, &m)?;
         inspect(path, &[VERSION_2, VERSION])?;
-        let db = catch_unwind(AssertUnwindSafe(|| Database::builder().open(path)))
-            .map_err(|_| panicked(path))?
-            .map_err(err("open store file"))?;
+        let db = open_db(path)?;
         let migrated = migrate(&db)?;
         db.close().map_err(err("close store file"))?;
         Ok(migrated)
@@ -105,6 +90,24 @@ impl RedbStore {
         };
         RedbStore::from_db(db, &opts)
     }
+}
+
+/// Opens the checked file at `path` for real (redb may panic on a damaged file).
+fn open_db(path: &Path) -> Result<Database, StoreError> {
+    catch_unwind(AssertUnwindSafe(|| Database::builder().open(path)))
+        .map_err(|_| panicked(path))?
+        .map_err(err("open store file"))
+}
+
+/// Refuses a directory at `path` (whose metadata is `m`): it is no store.
+fn not_a_dir(path: &Path, m: &fs::Metadata) -> Result<(), StoreError> {
+    if m.is_dir() {
+        return Err(StoreError::Corrupt(format!(
+            "{}: is a directory, not a rota store",
+            path.display()
+        )));
+    }
+    Ok(())
 }
 
 fn panicked(path: &Path) -> StoreError {
@@ -187,18 +190,7 @@ fn migrate(db: &Database) -> Result<bool, StoreError> {
         let mut rows = txn.open_table(ROWS).ctx(WHAT)?;
         let mut live_rows = txn.open_table(LIVE_ROWS).ctx(WHAT)?;
         for id in &ids {
-            let id = id.as_str();
-            let mut moved: Vec<(u64, Vec<u8>)> = Vec::new();
-            for entry in rows
-                .extract_from_if((id, JOB_SLOT)..=(id, u64::MAX), |_, _| true)
-                .ctx(WHAT)?
-            {
-                let (k, v) = entry.ctx(WHAT)?;
-                moved.push((k.value().1, v.value().to_vec()));
-            }
-            for (slot, v) in &moved {
-                live_rows.insert((id, *slot), v.as_slice()).ctx(WHAT)?;
-            }
+            move_rows(&mut rows, &mut live_rows, id)?;
         }
     }
     txn.delete_table(LIVE_V2).ctx(WHAT)?;

@@ -443,18 +443,8 @@ impl<'t> Tables<'t> {
         let e = err("write job");
         let id = new.id.as_str();
         if old.status.is_live() && new.status.is_terminal() {
-            let mut moved: Vec<(u64, Vec<u8>)> = Vec::new();
-            for entry in self
-                .live_rows
-                .extract_from_if((id, JOB_SLOT)..=(id, u64::MAX), |_, _| true)
-                .map_err(&e)?
-            {
-                let (k, v) = entry.map_err(&e)?;
-                moved.push((k.value().1, v.value().to_vec()));
-            }
-            for (slot, v) in moved.iter().filter(|(slot, _)| *slot != JOB_SLOT) {
-                self.rows.insert((id, *slot), v.as_slice()).map_err(&e)?;
-            }
+            // The job's row moves too, and is overwritten with `new` below.
+            move_rows(&mut self.live_rows, &mut self.rows, id)?;
             self.add_live(&new.caller, -1)?;
             self.by_lease.insert((new.lease, id), ()).map_err(&e)?;
             self.by_created
@@ -532,6 +522,27 @@ impl<'t> Tables<'t> {
             .map_err(&e)?;
         Ok(Some(row))
     }
+}
+
+/// Moves the rows of job `id` (its own and its targets') from the table `from` to `to`.
+pub(crate) fn move_rows(
+    from: &mut Table<'_, (&'static str, u64), &'static [u8]>,
+    to: &mut Table<'_, (&'static str, u64), &'static [u8]>,
+    id: &str,
+) -> Result<(), StoreError> {
+    const WHAT: &str = "move a job's rows";
+    let mut moved: Vec<(u64, Vec<u8>)> = Vec::new();
+    for entry in from
+        .extract_from_if((id, JOB_SLOT)..=(id, u64::MAX), |_, _| true)
+        .ctx(WHAT)?
+    {
+        let (k, v) = entry.ctx(WHAT)?;
+        moved.push((k.value().1, v.value().to_vec()));
+    }
+    for (slot, v) in &moved {
+        to.insert((id, *slot), v.as_slice()).ctx(WHAT)?;
+    }
+    Ok(())
 }
 
 /// The job `id`, from the live rows or else the terminal ones.
