@@ -119,7 +119,7 @@ pub enum FetchError {
 }
 
 /// Who submitted a job. Kept in memory only, never persisted; `key_sha256` is never logged.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct Caller {
     /// The caller's name: caps and idempotency are per name.
     pub name: String,

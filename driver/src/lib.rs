@@ -79,6 +79,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod callers;
 mod catch;
 mod fetch;
 mod runner;

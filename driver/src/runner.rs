@@ -1,15 +1,13 @@
 //! [`Runner`]: binds a [`JobMachine`], a [`BatchStore`] and a [`Fetch`].
 
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rota_core::machine::{
-    Completion, Dispatch, ERR_CLOSED, ERR_INTERNAL, ERR_INTERRUPTED, Event, JobKey, KeyHasher,
-    MachineConfig, Outcome, Store, Terminal,
+    Completion, Dispatch, ERR_CLOSED, ERR_INTERNAL, ERR_INTERRUPTED, Event, MachineConfig, Outcome,
+    Store, Terminal,
 };
 use rota_core::{
     Admission, BatchStore, Caller, CallerClass, Caps, Config, FetchError, Hooks, JobMachine,
@@ -23,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::Fetch;
+use crate::callers::Callers;
 use crate::catch::CatchUnwind;
 
 /// The answer to a submit.
@@ -85,7 +84,7 @@ struct Unsettled {
 
 struct State {
     machine: JobMachine,
-    callers: HashMap<JobKey, Arc<Caller>, BuildHasherDefault<KeyHasher>>,
+    callers: Callers,
 }
 
 impl std::fmt::Debug for Runner {
@@ -125,7 +124,7 @@ impl Runner {
             epoch: Instant::now(),
             state: Mutex::new(State {
                 machine: JobMachine::new(MachineConfig::from(&cfg)),
-                callers: HashMap::default(),
+                callers: Callers::default(),
             }),
             wake: Notify::new(),
             idle: AtomicUsize::new(0),
@@ -198,7 +197,7 @@ impl Runner {
                     let mut st = inner.lock();
                     let r = st.machine.submit(&job.id, job.targets.len(), inner.mono());
                     if let Ok(key) = r {
-                        st.callers.insert(key, Arc::new(caller));
+                        st.callers.insert(key, caller);
                     }
                     inner.drain(&mut st);
                     r.is_ok()
@@ -240,7 +239,7 @@ impl Runner {
             if let (Some(c), Some(key)) = (&c, key)
                 && !c.inflight
             {
-                st.callers.remove(&key);
+                st.callers.remove(key);
             }
             inner.drain(&mut st);
             c
@@ -451,7 +450,7 @@ impl Inner {
         }
         match st.machine.poll_dispatch(at) {
             Some(d) => {
-                let caller = st.callers.get(&d.key).cloned();
+                let caller = st.callers.get(d.key);
                 self.drain(st);
                 Next::Work(Work { d, caller, at })
             }
@@ -626,7 +625,7 @@ impl Inner {
             let now = self.mono();
             let r = st.machine.handle_stored(d.key, now);
             if !st.machine.contains(d.key) {
-                st.callers.remove(&d.key);
+                st.callers.remove(d.key);
             }
             self.drain(&mut st);
             (r, self.dispatch(&mut st, now))
