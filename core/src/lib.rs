@@ -2,7 +2,8 @@
 //! store-backed batch job runner.
 //!
 //! Nothing here does I/O, reads a clock or needs an async runtime:
-//! - [`types`](crate::Target): what a caller submits and sees ([`Target`], [`Job`], [`JobView`], …);
+//! - [`types`](crate::Target): what a caller submits and sees ([`Target`], [`Job`],
+//!   [`JobView`], …);
 //! - [`idem_key`]: the idempotency key of a submit;
 //! - [`Config`], [`Hooks`], [`Clock`]: how a runner is set up;
 //! - [`JobMachine`]: every scheduling decision, fed inputs and the time by a driver;

@@ -997,8 +997,8 @@ impl Run {
         self.obs.after(m, self.now, op)
     }
 
-    /// Closes (if the ops did not), lets every in-flight target return and be stored, and checks that every
-    /// job was reported exactly once.
+    /// Closes (if the ops did not), lets every in-flight target return and be stored, and checks
+    /// that every job was reported exactly once.
     fn finish(&mut self) -> TestResult {
         self.apply(&Op::Close)?;
         while self.held.iter().any(|(_, back)| !back) {

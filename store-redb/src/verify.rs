@@ -29,8 +29,8 @@ impl RedbStore {
     /// and `n_bytes` match them; a live job's rows are all in the live rows and a terminal job's
     /// all in the terminal ones; the counts the store keeps in memory (total bytes, live jobs in
     /// all and per caller) match the jobs; the idempotency, lease and created indexes hold
-    /// exactly the jobs they should. [`StoreError::Corrupt`] names the first disagreement. For tools and tests:
-    /// it reads everything.
+    /// exactly the jobs they should. [`StoreError::Corrupt`] names the first disagreement. For
+    /// tools and tests: it reads everything.
     pub fn verify(&self) -> Result<Verified, StoreError> {
         // The snapshot and the counts of one moment: no commit between the two.
         let (txn, counted) = {

@@ -6,7 +6,8 @@
 //!
 //! The rows are built and changed with rota-core's own helpers ([`NewJob::rows`],
 //! [`TargetRow::apply`], [`TargetRow::n_bytes`], [`reusable`], [`may_transition`],
-//! [`sweepable`](rota_core::sweepable)'s cutoff), so the counts agree byte for byte with every other backend.
+//! [`sweepable`](rota_core::sweepable)'s cutoff), so the counts agree byte for byte with every
+//! other backend.
 
 use std::collections::HashMap;
 
@@ -314,9 +315,9 @@ fn locate(
         .map_err(ctx(what))
 }
 
-/// Applies `write` to the located target and the job's counts and lease, inside the open transaction.
-/// Returns the row as stored, the change of the job's bytes, and the job's caller if `status`
-/// moved the job from live to terminal.
+/// Applies `write` to the located target and the job's counts and lease, inside the open
+/// transaction. Returns the row as stored, the change of the job's bytes, and the job's caller
+/// if `status` moved the job from live to terminal.
 fn store_target(
     conn: &Connection,
     mut at: Located,
