@@ -11,10 +11,9 @@ use crate::store_url::StoreUrl;
 
 /// The stored job `id` and its targets in idx order, if the store holds it. Writes nothing.
 pub async fn read_view(store: &dyn BatchStore, id: &str) -> Result<Option<JobView>, StoreError> {
-    let Some(job) = store.job(id).await? else {
+    let Some((job, targets)) = store.view(id).await? else {
         return Ok(None);
     };
-    let targets = store.targets(id).await?;
     Ok(Some(JobView {
         job: job.to_job(),
         targets: targets.iter().map(TargetRow::to_status).collect(),

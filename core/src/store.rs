@@ -307,6 +307,30 @@ pub trait BatchStore: Send + Sync {
     /// The targets of job `id` in idx order; empty for an unknown id.
     async fn targets(&self, id: &str) -> Result<Vec<TargetRow>, StoreError>;
 
+    /// The job `id` and its targets in idx order, read as of one moment (no write between the
+    /// two), or `None` if the job is not stored: the job's `targets_done` and `n_bytes` then
+    /// agree with the targets beside it.
+    ///
+    /// The default reads [`job`](Self::job), then [`targets`](Self::targets), then the job
+    /// again, and reads afresh (up to 8 times) while the job changed in between; a store that
+    /// can read both in one transaction or under one lock should do that instead (every store
+    /// of this workspace does). If the job keeps changing, the last pair read is returned.
+    async fn view(&self, id: &str) -> Result<Option<(JobRow, Vec<TargetRow>)>, StoreError> {
+        let Some(mut job) = self.job(id).await? else {
+            return Ok(None);
+        };
+        for _ in 0..8 {
+            let targets = self.targets(id).await?;
+            match self.job(id).await? {
+                None => return Ok(None),
+                Some(again) if again == job => return Ok(Some((job, targets))),
+                Some(again) => job = again,
+            }
+        }
+        let targets = self.targets(id).await?;
+        Ok(Some((job, targets)))
+    }
+
     /// A worker starts target `idx` of job `id`: the target becomes `running`, the job becomes
     /// `running` if it is `queued`, and the lease becomes `now`. Returns the target's row as
     /// stored after the write (the runner reads the url and options from it), or `None` if there
@@ -375,6 +399,9 @@ impl<S: BatchStore + ?Sized> BatchStore for std::sync::Arc<S> {
     }
     async fn targets(&self, id: &str) -> Result<Vec<TargetRow>, StoreError> {
         (**self).targets(id).await
+    }
+    async fn view(&self, id: &str) -> Result<Option<(JobRow, Vec<TargetRow>)>, StoreError> {
+        (**self).view(id).await
     }
     async fn start_target(
         &self,

@@ -257,13 +257,13 @@ impl Runner {
         true
     }
 
-    /// The stored job `id` and its targets (results decoded), or `None`. Writes nothing.
+    /// The stored job `id` and its targets (results decoded), or `None`. Writes nothing. One
+    /// read of the store ([`BatchStore::view`]): the job's counts agree with its targets even
+    /// while a worker stores them.
     pub async fn status(&self, id: &str) -> Result<Option<JobView>, StoreError> {
-        let store = self.inner.store();
-        let Some(job) = store.job(id).await? else {
+        let Some((job, targets)) = self.inner.store().view(id).await? else {
             return Ok(None);
         };
-        let targets = store.targets(id).await?;
         Ok(Some(JobView {
             job: job.to_job(),
             targets: targets.iter().map(TargetRow::to_status).collect(),

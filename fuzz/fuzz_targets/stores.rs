@@ -129,6 +129,7 @@ enum Read {
     Targets { id: u8 },
     LiveJobs { caller: Option<u8> },
     TotalBytes,
+    View { id: u8 },
 }
 
 #[derive(Arbitrary, Debug, Clone)]
@@ -375,6 +376,22 @@ impl Diff {
             Op::Read(Read::Targets { id }) => {
                 let id = job_id(*id);
                 self.each(op, |s| block_on(s.targets(&id)));
+            }
+            Op::Read(Read::View { id }) => {
+                let id = job_id(*id);
+                let answers = self.each(op, |s| block_on(s.view(&id)));
+                // Nothing writes between the reads here: a view is what job and targets read.
+                for ((name, s), (_, view)) in self.stores.iter().zip(&answers) {
+                    let Ok(view) = view else { continue };
+                    let job = block_on(s.job(&id)).ok().flatten();
+                    let targets = block_on(s.targets(&id)).unwrap_or_default();
+                    let apart = job.map(|j| (j, targets));
+                    assert_eq!(
+                        view, &apart,
+                        "#{} {name}: view of {id} against job and targets",
+                        self.step
+                    );
+                }
             }
             Op::Read(Read::LiveJobs { caller }) => {
                 let caller = caller.map(|c| CALLERS[usize::from(c) % CALLERS.len()]);

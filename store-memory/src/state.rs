@@ -127,6 +127,12 @@ impl State {
             .unwrap_or_default()
     }
 
+    pub(crate) fn view(&self, id: &str) -> Option<(JobRow, Vec<TargetRow>)> {
+        self.jobs
+            .get(id)
+            .map(|s| (s.row.clone(), s.targets.clone()))
+    }
+
     pub(crate) fn start_target(&mut self, id: &str, idx: usize, now: i64) -> Option<TargetRow> {
         // One lookup of the job for the whole operation (at 10 000 live jobs each one is a
         // cache miss, under the store's lock).

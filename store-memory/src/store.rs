@@ -78,6 +78,10 @@ impl BatchStore for MemoryStore {
         Ok(self.state().targets(id))
     }
 
+    async fn view(&self, id: &str) -> Result<Option<(JobRow, Vec<TargetRow>)>, StoreError> {
+        Ok(self.state().view(id))
+    }
+
     async fn start_target(
         &self,
         id: &str,

@@ -557,6 +557,23 @@ pub(crate) fn find_job(
     }
 }
 
+/// The targets of job `id` in `table` (the one that holds its row), in idx order.
+fn load_targets(
+    table: &impl ReadableTable<(&'static str, u64), &'static [u8]>,
+    id: &str,
+) -> Result<Vec<TargetRow>, StoreError> {
+    let e = err("read targets");
+    let mut out = Vec::new();
+    for entry in table
+        .range((id, JOB_SLOT + 1)..=(id, u64::MAX))
+        .map_err(&e)?
+    {
+        let (k, v) = entry.map_err(&e)?;
+        out.push(decode_target(k.value().1 - 1, v.value())?);
+    }
+    Ok(out)
+}
+
 /// The ids of the jobs in `live_rows`, in id order.
 pub(crate) fn live_ids(
     live_rows: &impl ReadableTable<(&'static str, u64), &'static [u8]>,
@@ -731,20 +748,28 @@ impl RedbStore {
                 .open_table(LIVE_ROWS)
                 .map_err(err("open live rows table"))?;
             let e = err("read targets");
-            let table = if live.get((id, JOB_SLOT)).map_err(&e)?.is_some() {
-                live
+            if live.get((id, JOB_SLOT)).map_err(&e)?.is_some() {
+                load_targets(&live, id)
             } else {
-                txn.open_table(ROWS).map_err(err("open rows table"))?
-            };
-            let mut out = Vec::new();
-            for entry in table
-                .range((id, JOB_SLOT + 1)..=(id, u64::MAX))
-                .map_err(&e)?
-            {
-                let (k, v) = entry.map_err(&e)?;
-                out.push(decode_target(k.value().1 - 1, v.value())?);
+                load_targets(&txn.open_table(ROWS).map_err(err("open rows table"))?, id)
             }
-            Ok(out)
+        })
+    }
+
+    /// The job and its targets from one read transaction: one snapshot of the file.
+    fn view_sync(&self, id: &str) -> Result<Option<(JobRow, Vec<TargetRow>)>, StoreError> {
+        self.read(|txn| {
+            let live = txn
+                .open_table(LIVE_ROWS)
+                .map_err(err("open live rows table"))?;
+            if let Some(job) = load_job(&live, id)? {
+                return Ok(Some((job, load_targets(&live, id)?)));
+            }
+            let rows = txn.open_table(ROWS).map_err(err("open rows table"))?;
+            match load_job(&rows, id)? {
+                Some(job) => Ok(Some((job, load_targets(&rows, id)?))),
+                None => Ok(None),
+            }
         })
     }
 
@@ -1019,6 +1044,10 @@ impl BatchStore for RedbStore {
 
     async fn targets(&self, id: &str) -> Result<Vec<TargetRow>, StoreError> {
         self.targets_sync(id)
+    }
+
+    async fn view(&self, id: &str) -> Result<Option<(JobRow, Vec<TargetRow>)>, StoreError> {
+        self.view_sync(id)
     }
 
     async fn start_target(

@@ -257,6 +257,15 @@ impl BatchStore for SqliteStore {
         ops::targets(&self.db().conn, id)
     }
 
+    async fn view(&self, id: &str) -> Result<Option<(JobRow, Vec<TargetRow>)>, StoreError> {
+        // Every write runs on this connection, under this lock: none comes between the reads.
+        let db = self.db();
+        let Some(job) = ops::job(&db.conn, id)? else {
+            return Ok(None);
+        };
+        Ok(Some((job, ops::targets(&db.conn, id)?)))
+    }
+
     async fn start_target(
         &self,
         id: &str,

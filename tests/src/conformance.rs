@@ -91,6 +91,7 @@ macro_rules! conformance_tests {
                 deleted_jobs_free_their_key,
                 recover_fails_every_live_job_and_frees_the_caps,
                 unknown_ids_read_as_none_and_write_false,
+                view_is_the_job_beside_its_targets,
                 empty_and_mebibyte_values_round_trip,
                 any_utf8_round_trips_exactly,
             ]
@@ -99,6 +100,7 @@ macro_rules! conformance_tests {
                 concurrent_admits_never_exceed_the_total_cap,
                 concurrent_admits_never_exceed_the_caller_cap,
                 concurrent_writes_keep_every_count,
+                a_view_is_one_moment_while_targets_are_stored,
             ]
         }
     };
@@ -224,6 +226,25 @@ async fn counts_agree(store: &dyn BatchStore, id: &str) -> Result<u64, StoreErro
     assert_eq!(r.n_bytes, bytes, "job {id}: n_bytes");
     assert_eq!(r.targets_total, targets.len(), "job {id}: targets_total");
     Ok(r.n_bytes)
+}
+
+/// Asserts that a view's job row agrees with the targets beside it (`targets_done`,
+/// `n_bytes`, `targets_total`, idx order): what [`BatchStore::view`] promises.
+fn view_agrees(id: &str, job: &JobRow, targets: &[TargetRow]) {
+    let done = targets.iter().filter(|t| t.status.is_finished()).count();
+    let bytes: u64 = targets.iter().map(TargetRow::n_bytes).sum();
+    assert_eq!(job.targets_done, done, "view of job {id}: targets_done");
+    assert_eq!(job.n_bytes, bytes, "view of job {id}: n_bytes");
+    assert_eq!(
+        job.targets_total,
+        targets.len(),
+        "view of job {id}: targets_total"
+    );
+    let idxs: Vec<usize> = targets.iter().map(|t| t.idx).collect();
+    assert!(
+        idxs.iter().enumerate().all(|(i, &idx)| i == idx),
+        "view of job {id}: idx order"
+    );
 }
 
 /// Awaits a spawned task, failing the check if it panicked.
@@ -1395,6 +1416,135 @@ pub async fn any_utf8_round_trips_exactly(store: &dyn BatchStore) -> Check {
     assert_eq!(row(store, &job.id).await?.error, odd);
     assert_eq!(store.recover(&caller, T0 + 4).await?, 2);
     assert_eq!(row(store, &near_key.id).await?.error, caller);
+    Ok(())
+}
+
+// ---- view ---------------------------------------------------------------------------------
+
+/// `view` is `None` for an unknown id and for a deleted job, and otherwise exactly what `job`
+/// and `targets` read when nothing writes between them: after admit, after target writes, and
+/// once the job is terminal. Reading it never sets the lease.
+pub async fn view_is_the_job_beside_its_targets(store: &dyn BatchStore) -> Check {
+    assert_eq!(store.view(&job_id(404)).await?, None);
+    let job = new_job(1, "alice", "k", 3, T0);
+    created(store, &job, &ROOMY).await?;
+    let id = &job.id;
+    let same = |view: Option<(JobRow, Vec<TargetRow>)>, row: JobRow, targets: Vec<TargetRow>| {
+        assert_eq!(view, Some((row, targets)), "view of job {id}");
+    };
+    same(
+        store.view(id).await?,
+        row(store, id).await?,
+        store.targets(id).await?,
+    );
+
+    store.start_target(id, 0, T0 + 1).await?;
+    assert!(
+        store
+            .finish_target(id, 0, &done("first"), T0 + 2, None)
+            .await?
+    );
+    store.start_target(id, 1, T0 + 3).await?;
+    let (r, t) = (row(store, id).await?, store.targets(id).await?);
+    assert_eq!(store.view(id).await?.map(|(j, _)| j.lease), Some(T0 + 3));
+    same(store.view(id).await?, r.clone(), t.clone());
+    if let Some((j, t)) = store.view(id).await? {
+        view_agrees(id, &j, &t);
+        assert_eq!((j.status, j.targets_done), (JobStatus::Running, 1));
+        let states: Vec<TargetState> = t.iter().map(|t| t.status).collect();
+        assert_eq!(
+            states,
+            [
+                TargetState::Done,
+                TargetState::Running,
+                TargetState::Pending
+            ]
+        );
+    }
+
+    assert!(
+        store
+            .finish_target(id, 1, &failed("no", "h"), T0 + 4, Some(JobStatus::Partial))
+            .await?
+    );
+    same(
+        store.view(id).await?,
+        row(store, id).await?,
+        store.targets(id).await?,
+    );
+    assert_eq!(
+        store.view(id).await?.map(|(j, _)| j.status),
+        Some(JobStatus::Partial)
+    );
+    assert_eq!(
+        store
+            .sweep(T0 + 4 + ROOMY.ttl_secs + 1, ROOMY.ttl_secs)
+            .await?,
+        1
+    );
+    assert_eq!(store.view(id).await?, None);
+    Ok(())
+}
+
+/// A view is one moment of the store: while tasks store targets (each write moving the job's
+/// `targets_done`, `n_bytes` and lease), every view read beside them has a job row that agrees
+/// with its targets. A store that read the job and then the targets, with a write between,
+/// would show a count that its targets do not.
+pub async fn a_view_is_one_moment_while_targets_are_stored(store: Arc<dyn BatchStore>) -> Check {
+    const JOBS: u32 = 4;
+    const TARGETS: usize = 32;
+    for n in 0..JOBS {
+        created(
+            &*store,
+            &new_job(n, "c", &format!("k{n}"), TARGETS, T0),
+            &ROOMY,
+        )
+        .await?;
+    }
+    let start = Arc::new(Barrier::new(JOBS as usize + 1));
+    let mut writers = Vec::new();
+    for n in 0..JOBS {
+        let (store, start) = (store.clone(), start.clone());
+        writers.push(tokio::spawn(async move {
+            let id = job_id(n);
+            start.wait().await;
+            for idx in 0..TARGETS {
+                let now = T0 + 1 + idx as i64;
+                store.start_target(&id, idx, now).await?;
+                let w = done(&"r".repeat(1 + idx * 7));
+                if !store.finish_target(&id, idx, &w, now, None).await? {
+                    panic!("job {id}: target {idx} not stored");
+                }
+                tokio::task::yield_now().await;
+            }
+            Ok::<(), StoreError>(())
+        }));
+    }
+    start.wait().await;
+    loop {
+        let writing = writers.iter().any(|w| !w.is_finished());
+        for n in 0..JOBS {
+            let id = job_id(n);
+            let Some((job, targets)) = store.view(&id).await? else {
+                panic!("job {id}: a live job's view is None");
+            };
+            view_agrees(&id, &job, &targets);
+        }
+        if !writing {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    for w in writers {
+        joined(w).await?;
+    }
+    for n in 0..JOBS {
+        let (job, _) = store
+            .view(&job_id(n))
+            .await?
+            .unwrap_or_else(|| panic!("job {n}"));
+        assert_eq!(job.targets_done, TARGETS);
+    }
     Ok(())
 }
 

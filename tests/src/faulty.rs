@@ -28,6 +28,8 @@ pub enum Op {
     Job,
     /// [`BatchStore::targets`].
     Targets,
+    /// [`BatchStore::view`].
+    View,
     /// [`BatchStore::start_target`].
     StartTarget,
     /// [`BatchStore::finish_target`].
@@ -54,6 +56,7 @@ impl Op {
         Op::Admit,
         Op::Job,
         Op::Targets,
+        Op::View,
         Op::StartTarget,
         Op::FinishTarget,
         Op::SetStatus,
@@ -71,6 +74,7 @@ impl Op {
             Op::Admit => "admit",
             Op::Job => "job",
             Op::Targets => "targets",
+            Op::View => "view",
             Op::StartTarget => "start_target",
             Op::FinishTarget => "finish_target",
             Op::SetStatus => "set_status",
@@ -273,6 +277,10 @@ impl<S: BatchStore + ?Sized> BatchStore for FaultyStore<S> {
 
     async fn targets(&self, id: &str) -> Result<Vec<TargetRow>, StoreError> {
         self.call(Op::Targets, self.inner.targets(id)).await
+    }
+
+    async fn view(&self, id: &str) -> Result<Option<(JobRow, Vec<TargetRow>)>, StoreError> {
+        self.call(Op::View, self.inner.view(id)).await
     }
 
     async fn start_target(

@@ -704,6 +704,9 @@ impl BatchStore for Shared {
     async fn targets(&self, id: &str) -> Result<Vec<TargetRow>, StoreError> {
         self.inner.targets(id).await
     }
+    async fn view(&self, id: &str) -> Result<Option<(JobRow, Vec<TargetRow>)>, StoreError> {
+        self.inner.view(id).await
+    }
     async fn start_target(
         &self,
         id: &str,

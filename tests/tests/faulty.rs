@@ -80,6 +80,7 @@ async fn every_operation_can_be_failed() -> Result<(), StoreError> {
     );
     must_fail(store.job(&id).await, Op::Job);
     must_fail(store.targets(&id).await, Op::Targets);
+    must_fail(store.view(&id).await, Op::View);
     must_fail(store.start_target(&id, 0, T0).await, Op::StartTarget);
     must_fail(
         store.finish_target(&id, 0, &w, T0, None).await,
@@ -95,7 +96,7 @@ async fn every_operation_can_be_failed() -> Result<(), StoreError> {
     must_fail(store.recover("x", T0).await, Op::Recover);
     must_fail(store.live_jobs(None).await, Op::LiveJobs);
     must_fail(store.total_bytes().await, Op::TotalBytes);
-    assert_eq!((store.calls(), store.injected()), (12, 12));
+    assert_eq!((store.calls(), store.injected()), (13, 13));
     assert_eq!(
         store.inner().total_bytes().await?,
         0,
