@@ -247,6 +247,15 @@ fn view_agrees(id: &str, job: &JobRow, targets: &[TargetRow]) {
     );
 }
 
+/// Admits jobs `0..jobs` of `targets` targets each, job `n` for caller `c{n}`.
+async fn admit_jobs(store: &dyn BatchStore, jobs: u32, targets: usize) -> Check {
+    for n in 0..jobs {
+        let job = new_job(n, &format!("c{n}"), "k", targets, T0);
+        created(store, &job, &ROOMY).await?;
+    }
+    Ok(())
+}
+
 /// Awaits a spawned task, failing the check if it panicked.
 async fn joined<T>(task: tokio::task::JoinHandle<T>) -> T {
     match task.await {
@@ -1493,14 +1502,7 @@ pub async fn view_is_the_job_beside_its_targets(store: &dyn BatchStore) -> Check
 pub async fn a_view_is_one_moment_while_targets_are_stored(store: Arc<dyn BatchStore>) -> Check {
     const JOBS: u32 = 4;
     const TARGETS: usize = 32;
-    for n in 0..JOBS {
-        created(
-            &*store,
-            &new_job(n, "c", &format!("k{n}"), TARGETS, T0),
-            &ROOMY,
-        )
-        .await?;
-    }
+    admit_jobs(&*store, JOBS, TARGETS).await?;
     let start = Arc::new(Barrier::new(JOBS as usize + 1));
     let mut writers = Vec::new();
     for n in 0..JOBS {
@@ -1669,14 +1671,7 @@ async fn race(
 pub async fn concurrent_writes_keep_every_count(store: Arc<dyn BatchStore>) -> Check {
     const JOBS: u32 = 8;
     const TARGETS: usize = 4;
-    for n in 0..JOBS {
-        created(
-            &*store,
-            &new_job(n, &format!("c{n}"), "k", TARGETS, T0),
-            &ROOMY,
-        )
-        .await?;
-    }
+    admit_jobs(&*store, JOBS, TARGETS).await?;
     let start = Arc::new(Barrier::new(JOBS as usize * TARGETS));
     let mut tasks = Vec::new();
     for n in 0..JOBS {
