@@ -510,6 +510,151 @@ mod tests {
         );
     }
 
+    /// A store whose `job` answers from a script (the last answer repeats) and whose
+    /// `targets` counts its calls: for the default [`BatchStore::view`]. Nothing else is called.
+    struct Scripted {
+        jobs: std::sync::Mutex<Vec<Option<JobRow>>>,
+        targets_read: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Scripted {
+        fn new(jobs: Vec<Option<JobRow>>) -> Self {
+            Scripted {
+                jobs: std::sync::Mutex::new(jobs),
+                targets_read: std::sync::atomic::AtomicUsize::new(0),
+            }
+        }
+        fn targets_read(&self) -> usize {
+            self.targets_read.load(std::sync::atomic::Ordering::SeqCst)
+        }
+    }
+
+    #[async_trait]
+    impl BatchStore for Scripted {
+        async fn admit(&self, _: &NewJob, _: &Caps) -> Result<Admission, StoreError> {
+            unreachable!()
+        }
+        async fn job(&self, _: &str) -> Result<Option<JobRow>, StoreError> {
+            let mut jobs = self.jobs.lock().unwrap();
+            Ok(if jobs.len() > 1 {
+                jobs.remove(0)
+            } else {
+                jobs[0].clone()
+            })
+        }
+        async fn targets(&self, _: &str) -> Result<Vec<TargetRow>, StoreError> {
+            let n = self
+                .targets_read
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(vec![TargetRow::pending(n, "u", "{}")])
+        }
+        async fn start_target(
+            &self,
+            _: &str,
+            _: usize,
+            _: i64,
+        ) -> Result<Option<TargetRow>, StoreError> {
+            unreachable!()
+        }
+        async fn finish_target(
+            &self,
+            _: &str,
+            _: usize,
+            _: &TargetWrite,
+            _: i64,
+            _: Option<JobStatus>,
+        ) -> Result<bool, StoreError> {
+            unreachable!()
+        }
+        async fn set_status(
+            &self,
+            _: &str,
+            _: JobStatus,
+            _: &str,
+            _: i64,
+        ) -> Result<bool, StoreError> {
+            unreachable!()
+        }
+        async fn touch(&self, _: &str, _: i64) -> Result<bool, StoreError> {
+            unreachable!()
+        }
+        async fn sweep(&self, _: i64, _: i64) -> Result<usize, StoreError> {
+            unreachable!()
+        }
+        async fn evict(&self, _: u64) -> Result<usize, StoreError> {
+            unreachable!()
+        }
+        async fn recover(&self, _: &str, _: i64) -> Result<usize, StoreError> {
+            unreachable!()
+        }
+        async fn live_jobs(&self, _: Option<&str>) -> Result<usize, StoreError> {
+            unreachable!()
+        }
+        async fn total_bytes(&self) -> Result<u64, StoreError> {
+            unreachable!()
+        }
+    }
+
+    /// Runs a future that never waits (the scripted store's) to its end.
+    fn now<T>(f: impl std::future::Future<Output = T>) -> T {
+        let mut f = std::pin::pin!(f);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match f.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(v) => v,
+            std::task::Poll::Pending => panic!("the scripted store never waits"),
+        }
+    }
+
+    fn row(done: usize) -> JobRow {
+        let job = NewJob {
+            id: "a".repeat(32),
+            caller: "c".into(),
+            class: CallerClass::Fleet,
+            idem_key: "k".into(),
+            targets: vec![("u".into(), "{}".into())],
+            now: 5,
+        };
+        JobRow {
+            targets_done: done,
+            ..job.rows().0
+        }
+    }
+
+    #[test]
+    fn the_default_view_reads_again_while_the_job_changes_between_its_reads() {
+        // Unchanged: one pair, two job reads.
+        let s = Scripted::new(vec![Some(row(0))]);
+        let (job, targets) = now(s.view("x")).unwrap().unwrap();
+        assert_eq!(
+            (job.targets_done, targets[0].idx, s.targets_read()),
+            (0, 0, 1)
+        );
+
+        // Changed once (a target stored between the reads): the targets are read again, beside
+        // the job as it was then.
+        let s = Scripted::new(vec![Some(row(0)), Some(row(1))]);
+        let (job, targets) = now(s.view("x")).unwrap().unwrap();
+        assert_eq!(
+            (job.targets_done, targets[0].idx, s.targets_read()),
+            (1, 1, 2)
+        );
+
+        // Deleted between the reads, or never there: None.
+        let s = Scripted::new(vec![Some(row(0)), None]);
+        assert_eq!(now(s.view("x")).unwrap(), None);
+        let s = Scripted::new(vec![None]);
+        assert_eq!(now(s.view("x")).unwrap(), None);
+        assert_eq!(s.targets_read(), 0);
+
+        // Changing at every read: 8 tries, then the last pair read.
+        let s = Scripted::new((0..20).map(|n| Some(row(n))).collect());
+        let (job, targets) = now(s.view("x")).unwrap().unwrap();
+        assert_eq!(
+            (job.targets_done, targets[0].idx, s.targets_read()),
+            (8, 8, 9)
+        );
+    }
+
     #[test]
     fn n_bytes_counts_every_text_column() {
         let mut row = TargetRow::pending(0, "abc", "{}");
