@@ -198,6 +198,9 @@ impl Runner {
                     let r = st.machine.submit(&job.id, job.targets.len(), inner.mono());
                     if let Ok(key) = r {
                         st.callers.insert(key, caller);
+                        // Under the lock that made the job dispatchable: before any worker
+                        // can take it, and so before its terminal outcome is reported.
+                        inner.hook(|h| h.job(JobOutcome::Created));
                     }
                     inner.drain(&mut st);
                     r.is_ok()
@@ -212,7 +215,6 @@ impl Runner {
                 // The job is dispatchable now: an idle worker need not wait out the sweep.
                 inner.wake_idle();
                 debug!(job = %job.id, targets = job.targets.len(), "job created");
-                inner.hook(|h| h.job(JobOutcome::Created));
                 match inner.store().sweep(now, inner.caps.ttl_secs).await {
                     Ok(0) => {}
                     Ok(n) => debug!(jobs = n, "swept expired jobs"),
@@ -293,7 +295,11 @@ impl Runner {
             match tokio::runtime::Handle::try_current() {
                 Ok(rt) => {
                     if let Err(e) = rt.spawn(inner.clone().close_now()).await {
-                        warn!(error = %e, "closing the runner ended abnormally");
+                        // Not the error's text: a panic's would carry its value.
+                        warn!(
+                            panicked = e.is_panic(),
+                            "closing the runner ended abnormally"
+                        );
                     }
                 }
                 Err(_) => inner.clone().close_now().await,
@@ -408,7 +414,8 @@ impl Inner {
         let handles = std::mem::take(&mut *lock(&inner.workers));
         for h in handles {
             if let Err(e) = h.await {
-                warn!(error = %e, "a worker ended abnormally");
+                // Not the error's text: a panic's would carry its value.
+                warn!(panicked = e.is_panic(), "a worker ended abnormally");
             }
         }
         for t in ended {
@@ -563,8 +570,8 @@ impl Inner {
     }
 
     /// Starts, fetches and stores one dispatched target, then reports it. Returns what the
-    /// worker is to do next, asked of the machine as the target's outcome is handed in (one
-    /// lock, one clock read for both).
+    /// worker is to do next, asked of the machine as the target is handed back (one lock, one
+    /// clock read for both).
     async fn run_target(&self, w: Work) -> Next {
         let Work { d, caller, at } = w;
         let fetched = self.fetch_one(&d, caller).await;
@@ -620,6 +627,23 @@ impl Inner {
             self.set_status(&t.id, t.status, t.error).await;
         }
 
+        if store.is_final() {
+            self.hook(|h| h.target(fetched.err.as_ref(), elapsed, fetched.result_bytes));
+            match self.store().evict(self.cfg.max_bytes).await {
+                Ok(0) => {}
+                Ok(n) => debug!(jobs = n, "evicted terminal jobs over the byte budget"),
+                Err(e) => warn!(job = %d.id, error = %e, "store: evict failed"),
+            }
+        }
+        if let Some(t) = &terminal {
+            self.report_terminal(t);
+        }
+        self.settle().await;
+
+        // Only now, the target's outcome stored and reported, is it out of flight, and the
+        // next target dispatched, under the same lock: so a dispatched target always starts at
+        // once. (Dispatched before this work, it would wait through hooks and store calls, in
+        // which a cancel or a close could come and still not stop it.)
         let (closed, next) = {
             let mut st = self.lock();
             let now = self.mono();
@@ -630,29 +654,17 @@ impl Inner {
             self.drain(&mut st);
             (r, self.dispatch(&mut st, now))
         };
-        let closed = match closed {
-            Ok(t) => t,
+        match closed {
+            Ok(Some(t)) => {
+                // Closed while the outcome was being stored: then `next` is to stop.
+                self.set_status(&t.id, t.status, t.error).await;
+                self.report_terminal(&t);
+            }
+            Ok(None) => {}
             Err(e) => {
                 warn!(job = %d.id, idx = d.idx, error = %e, "machine refused a stored outcome");
-                None
-            }
-        };
-        if let Some(t) = &closed {
-            self.set_status(&t.id, t.status, t.error).await;
-        }
-
-        if store.is_final() {
-            self.hook(|h| h.target(fetched.err.as_ref(), elapsed, fetched.result_bytes));
-            match self.store().evict(self.cfg.max_bytes).await {
-                Ok(0) => {}
-                Ok(n) => debug!(jobs = n, "evicted terminal jobs over the byte budget"),
-                Err(e) => warn!(job = %d.id, error = %e, "store: evict failed"),
             }
         }
-        for t in terminal.iter().chain(closed.iter()) {
-            self.report_terminal(t);
-        }
-        self.settle().await;
         self.wake_idle();
         next
     }
@@ -689,8 +701,16 @@ impl Inner {
             url: row.url,
             options,
         };
-        let fut = self.fetch.fetch(caller, target, self.cancel.clone());
-        let res = match CatchUnwind(fut).await {
+        // A panic is caught both where the fetch makes its future (a `Fetch` written by hand
+        // may do work there) and while it is polled.
+        let fut = catch_unwind(AssertUnwindSafe(|| {
+            self.fetch.fetch(caller, target, self.cancel.clone())
+        }));
+        let res = match fut {
+            Ok(fut) => CatchUnwind(fut).await,
+            Err(payload) => Err(payload),
+        };
+        let res = match res {
             Ok(r) => r,
             Err(_payload) => {
                 warn!(job = %d.id, idx = d.idx, "the fetch panicked");

@@ -34,8 +34,8 @@
 use std::collections::HashMap;
 use std::error::Error as StdError;
 use std::io;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -111,15 +111,18 @@ macro_rules! runner_tests {
                 a_target_error_keeps_msg_and_hint_and_other_keeps_its_text,
                 the_terminal_status_is_done_failed_or_partial,
                 every_hook_reports_with_the_right_counts,
+                created_is_reported_before_the_jobs_terminal_outcome,
                 hooks_get_the_fetch_time_and_the_submit_to_end_time,
                 idle_workers_never_call_the_store,
                 a_panicking_hook_stops_neither_the_workers_nor_the_outcomes,
                 cancel_lets_the_inflight_target_finish_and_starts_nothing_more,
+                cancel_while_a_stored_target_is_reported_starts_nothing_more,
                 cancel_of_a_queued_job_leaves_every_target_pending,
                 cancelled_is_never_overwritten_by_the_last_inflight_outcome,
                 cancel_is_false_for_unknown_terminal_and_cancelled_ids,
                 status_of_an_unknown_id_is_none_and_a_corrupt_result_is_named,
                 close_waits_for_the_inflight_fetch_then_fails_live_jobs,
+                close_while_a_stored_target_is_reported_starts_nothing_more,
                 close_leaves_cancelled_jobs_cancelled_and_a_busy_inflight_target_pending,
                 close_returns_even_after_an_earlier_close_was_abandoned,
                 close_is_idempotent_and_refuses_later_submits,
@@ -130,6 +133,7 @@ macro_rules! runner_tests {
             ]
             ct[
                 a_panic_is_stored_as_internal_error_and_its_value_is_never_kept,
+                a_panic_before_the_fetch_future_exists_is_caught_too,
                 a_failing_finish_target_is_logged_at_warn_and_the_job_goes_on,
                 a_job_whose_final_write_fails_still_ends_in_the_store,
                 a_failing_start_target_is_logged_at_warn_and_the_job_goes_on,
@@ -602,6 +606,43 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now_unix(&self) -> i64 {
         self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// [`Hooks`] that hold a worker between two targets: the first `hooks.target` call (made once
+/// that target's outcome is stored) blocks its thread until [`release`](Self::release), or for
+/// at most [`WAIT`]. Needs a runtime with a thread to spare.
+#[derive(Debug, Default)]
+pub struct HeldTarget {
+    /// Whether the first `hooks.target` call has come (and is held, until released).
+    entered: AtomicBool,
+    released: Mutex<bool>,
+    wake: Condvar,
+}
+
+impl HeldTarget {
+    /// Whether a worker is held in (or has passed) the first `hooks.target` call.
+    pub fn entered(&self) -> bool {
+        self.entered.load(Ordering::SeqCst)
+    }
+
+    /// Lets the held worker go on.
+    pub fn release(&self) {
+        *lock(&self.released) = true;
+        self.wake.notify_all();
+    }
+}
+
+impl Hooks for HeldTarget {
+    fn target(&self, _err: Option<&FetchError>, _elapsed: Duration, _result_bytes: usize) {
+        if self.entered.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let released = lock(&self.released);
+        let _held = self
+            .wake
+            .wait_timeout_while(released, WAIT, |released| !*released)
+            .unwrap_or_else(|e| e.into_inner());
     }
 }
 
@@ -1907,6 +1948,62 @@ pub async fn every_hook_reports_with_the_right_counts(store: Arc<dyn BatchStore>
     Ok(())
 }
 
+/// Hooks that report, in order, `Created` and `Done`; a `Created` report waits (up to 250 ms)
+/// for a `Done` to come first, which it must not.
+#[derive(Default)]
+struct CreatedWaits {
+    seen: Mutex<Vec<JobOutcome>>,
+    done: Condvar,
+}
+
+impl Hooks for CreatedWaits {
+    fn job(&self, outcome: JobOutcome) {
+        let mut seen = lock(&self.seen);
+        if outcome == JobOutcome::Created {
+            seen = self
+                .done
+                .wait_timeout_while(seen, Duration::from_millis(250), |s| {
+                    !s.contains(&JobOutcome::Done)
+                })
+                .map_or_else(|e| e.into_inner().0, |(s, _)| s);
+        }
+        seen.push(outcome);
+        self.done.notify_all();
+    }
+}
+
+/// `hooks.job(Created)` comes before the job's terminal outcome, even when a worker is free to
+/// run the job at once and the hook takes its time: a metric of created minus finished jobs
+/// never goes below zero.
+pub async fn created_is_reported_before_the_jobs_terminal_outcome(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let hooks = Arc::new(CreatedWaits::default());
+    let cfg = Config {
+        hooks: hooks.clone(),
+        ..config()
+    };
+    let runner = Runner::start(store, Probe::new(), cfg).await?;
+    let a = runner
+        .submit(caller("alice"), CallerClass::Fleet, targets("a", 1))
+        .await?;
+    until_status(&runner, &a.id, "is done", |v| {
+        v.job.status == JobStatus::Done
+    })
+    .await?;
+    until("the job's done is reported", || {
+        lock(&hooks.seen).len() == 2
+    })
+    .await?;
+    assert_eq!(
+        *lock(&hooks.seen),
+        [JobOutcome::Created, JobOutcome::Done],
+        "created, then done"
+    );
+    within("close", runner.close()).await?;
+    Ok(())
+}
+
 /// Hooks that panic in every method.
 struct PanickingHooks;
 
@@ -2092,6 +2189,53 @@ pub async fn cancel_lets_the_inflight_target_finish_and_starts_nothing_more(
     );
     assert_eq!(r.hooks.count(JobOutcome::Cancelled), 1);
     assert_eq!(r.hooks.job_seconds(), 2, "once for a, once for b");
+    Ok(())
+}
+
+/// A cancel that comes while the worker is still reporting the job's stored target (held in
+/// `hooks.target`) starts nothing more either: the job's next target is taken only after that
+/// report, and by then the job is cancelled.
+pub async fn cancel_while_a_stored_target_is_reported_starts_nothing_more(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let hooks = Arc::new(HeldTarget::default());
+    let probe = Probe::new();
+    let cfg = Config {
+        hooks: hooks.clone(),
+        ..config()
+    };
+    let runner = Runner::start(store, probe.clone(), cfg).await?;
+    let a = runner
+        .submit(caller("alice"), CallerClass::Fleet, targets("a", 3))
+        .await?
+        .id;
+    until("a worker reports a0, held", || hooks.entered()).await?;
+    let v = until_status(&runner, &a, "has a0 stored", |v| {
+        states(v).first() == Some(&TargetState::Done)
+    })
+    .await?;
+    assert_eq!(states(&v).get(1), Some(&TargetState::Pending));
+    assert!(runner.cancel(&a).await, "a running job can be cancelled");
+    hooks.release();
+    // One worker: once another job is done, a1 would have had its turn.
+    let b = runner
+        .submit(caller("bob"), CallerClass::Fleet, targets("b", 1))
+        .await?
+        .id;
+    until_status(&runner, &b, "is done", |v| v.job.status == JobStatus::Done).await?;
+    let v = runner.status(&a).await?.ok_or("job a is stored")?;
+    assert_eq!(v.job.status, JobStatus::Cancelled);
+    assert_eq!(
+        states(&v),
+        [
+            TargetState::Done,
+            TargetState::Pending,
+            TargetState::Pending
+        ],
+        "later targets stay pending"
+    );
+    assert_eq!(probe.started(), [url("a", 0), url("b", 0)], "fetched");
+    within("close", runner.close()).await?;
     Ok(())
 }
 
@@ -2299,6 +2443,54 @@ pub async fn close_waits_for_the_inflight_fetch_then_fails_live_jobs(
         "depth {:?} inflight {:?}",
         h.depth(),
         h.inflight()
+    );
+    Ok(())
+}
+
+/// A close that comes while the worker is still reporting a stored target (held in
+/// `hooks.target`) starts no other target: the job's next one stays `pending`, and the job is
+/// failed with `runner closed`.
+pub async fn close_while_a_stored_target_is_reported_starts_nothing_more(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let hooks = Arc::new(HeldTarget::default());
+    let probe = Probe::new();
+    let cfg = Config {
+        hooks: hooks.clone(),
+        ..config()
+    };
+    let runner = Runner::start(store, probe.clone(), cfg).await?;
+    let a = runner
+        .submit(caller("alice"), CallerClass::Fleet, targets("a", 3))
+        .await?
+        .id;
+    until("a worker reports a0, held", || hooks.entered()).await?;
+    let closing = tokio::spawn({
+        let runner = runner.clone();
+        async move { runner.close().await }
+    });
+    // The token is cancelled once close has closed the machine.
+    let token = probe
+        .calls()
+        .first()
+        .map(|c| c.cancel.clone())
+        .ok_or("a0 was fetched")?;
+    until("close has begun", || token.is_cancelled()).await?;
+    hooks.release();
+    within("close", closing).await??;
+    assert_eq!(probe.started(), [url("a", 0)], "nothing fetched after a0");
+    let v = runner.status(&a).await?.ok_or("job a is stored")?;
+    assert_eq!(
+        (v.job.status, v.job.error.as_str()),
+        (JobStatus::Failed, "runner closed")
+    );
+    assert_eq!(
+        states(&v),
+        [
+            TargetState::Done,
+            TargetState::Pending,
+            TargetState::Pending
+        ]
     );
     Ok(())
 }
@@ -2618,6 +2810,70 @@ pub async fn a_panic_is_stored_as_internal_error_and_its_value_is_never_kept(
         r.store.targets(&a).await?,
         r.store.job(&b).await?,
         r.store.targets(&b).await?
+    );
+    assert!(!stored.contains(PANIC_VALUE), "the panic value is stored");
+    let text = logs.buf.text();
+    assert!(text.contains(&a), "the logs name the job");
+    assert!(
+        !text.contains(PANIC_VALUE),
+        "the panic value is logged:\n{text}"
+    );
+    Ok(())
+}
+
+/// A `Fetch` written by hand (no `#[async_trait]` on the impl) that panics with
+/// [`PANIC_VALUE`] before it makes its future, for a url ending in `/0`.
+struct PanicsBeforeItsFuture;
+
+impl Fetch for PanicsBeforeItsFuture {
+    fn fetch<'s, 'f>(
+        &'s self,
+        _caller: Arc<Caller>,
+        target: Target,
+        _cancel: CancellationToken,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<TargetResult, FetchError>> + Send + 'f>>
+    where
+        's: 'f,
+        Self: 'f,
+    {
+        if target.url.ends_with("/0") {
+            std::panic::panic_any(PANIC_VALUE.to_owned());
+        }
+        Box::pin(async move { Ok(content_of(&target.url)) })
+    }
+}
+
+/// A fetch that panics before its future exists (in the call itself) is caught as well: the
+/// target is stored `internal error`, the job and the runner go on, and the panic's value is
+/// neither stored nor logged.
+pub async fn a_panic_before_the_fetch_future_exists_is_caught_too(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let logs = LogCapture::start();
+    let runner = Runner::start(store.clone(), PanicsBeforeItsFuture, config()).await?;
+    let a = runner
+        .submit(caller("alice"), CallerClass::Fleet, targets("a", 2))
+        .await?
+        .id;
+    let v = until_status(&runner, &a, "is terminal", |v| v.job.status.is_terminal()).await?;
+    assert_eq!(v.job.status, JobStatus::Partial, "the job went on");
+    assert_eq!(
+        v.targets
+            .first()
+            .map(|t| (t.status, t.error.as_str(), t.hint.as_str())),
+        Some((TargetState::Failed, "internal error", ""))
+    );
+    let b = runner
+        .submit(caller("bob"), CallerClass::Fleet, targets("b", 2))
+        .await?
+        .id;
+    let vb = until_status(&runner, &b, "is terminal", |v| v.job.status.is_terminal()).await?;
+    assert_eq!(vb.job.status, JobStatus::Partial, "the runner went on");
+    within("close", runner.close()).await?;
+    let stored = format!(
+        "{:?} {:?}",
+        store.targets(&a).await?,
+        store.targets(&b).await?
     );
     assert!(!stored.contains(PANIC_VALUE), "the panic value is stored");
     let text = logs.buf.text();
