@@ -1,5 +1,6 @@
 //! [`Runner`]: binds a [`JobMachine`], a [`BatchStore`] and a [`Fetch`].
 
+use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -38,6 +39,14 @@ pub struct Submitted {
 /// Dropping every handle without [`close`](Runner::close) stops the workers after their
 /// in-flight targets are stored; jobs still live stay live in the store until the next
 /// [`start`](Runner::start) fails them `interrupted`.
+///
+/// **Dropping a call's future** (a timeout, a client gone away) loses no status write: a
+/// `cancel` or `close` dropped while the store writes a status keeps the write and makes it
+/// again, as one that failed (before the next submit, after each stored target, at close); a
+/// `close` goes on in a task of its own. A `submit` dropped while the store admits its job
+/// leaves it to the store whether the job was stored; one stored so is never run, and stays
+/// `queued` until the next start fails it `interrupted`. (The bundled stores finish every call
+/// in one poll, so their calls cannot be dropped midway.)
 #[derive(Clone)]
 pub struct Runner {
     inner: Arc<Inner>,
@@ -80,6 +89,38 @@ struct Unsettled {
     id: String,
     status: JobStatus,
     error: String,
+}
+
+/// Status writes in hand: whichever are still here when it is dropped (failed, or not made
+/// because the future making them was dropped) go back to the runner's unsettled list.
+struct Kept<'a> {
+    inner: &'a Inner,
+    due: VecDeque<Unsettled>,
+    /// Back at the list's front (writes taken from it, to keep their order before any that
+    /// failed meanwhile), else at its end (a new failure).
+    front: bool,
+}
+
+impl<'a> Kept<'a> {
+    fn new(inner: &'a Inner, front: bool) -> Self {
+        Kept {
+            inner,
+            due: VecDeque::new(),
+            front,
+        }
+    }
+}
+
+impl Drop for Kept<'_> {
+    fn drop(&mut self) {
+        if self.due.is_empty() {
+            return;
+        }
+        let mut u = lock(&self.inner.unsettled);
+        let at = if self.front { 0 } else { u.len() };
+        u.splice(at..at, self.due.drain(..));
+        self.inner.unsettled_any.store(true, Ordering::SeqCst);
+    }
 }
 
 struct State {
@@ -499,18 +540,21 @@ impl Inner {
         }
     }
 
-    /// Writes job `id`'s terminal `status`; if the store fails, keeps the write to make again
-    /// (see [`settle`](Self::settle)).
+    /// Writes job `id`'s terminal `status`; if the store fails, or this future is dropped
+    /// before the write is made (a caller of `cancel` that gave up while a store that suspends
+    /// was writing), keeps the write to make again (see [`settle`](Self::settle)).
     async fn set_status(&self, id: &str, status: JobStatus, error: &str) {
-        if let Err(e) = self.write_status(id, status, error).await {
-            warn!(job = %id, %status, error = %e, "store: set status failed, to be written again");
-            let mut u = lock(&self.unsettled);
-            u.push(Unsettled {
-                id: id.to_owned(),
-                status,
-                error: error.to_owned(),
-            });
-            self.unsettled_any.store(true, Ordering::SeqCst);
+        let mut kept = Kept::new(self, false);
+        kept.due.push_back(Unsettled {
+            id: id.to_owned(),
+            status,
+            error: error.to_owned(),
+        });
+        match self.write_status(id, status, error).await {
+            Ok(()) => kept.due.clear(),
+            Err(e) => {
+                warn!(job = %id, %status, error = %e, "store: set status failed, to be written again");
+            }
         }
     }
 
@@ -531,27 +575,24 @@ impl Inner {
 
     /// Makes the status writes that failed again, in order, until one fails again: that one
     /// and the rest stay for the next time (a store still failing costs one call, not one per
-    /// waiting write).
+    /// waiting write). If this future is dropped midway, the writes not yet made stay too.
     async fn settle(&self) {
         if !self.unsettled_any.load(Ordering::SeqCst) {
             return;
         }
-        let mut due = {
+        let mut kept = Kept::new(self, true);
+        {
             let mut u = lock(&self.unsettled);
             self.unsettled_any.store(false, Ordering::SeqCst);
-            std::mem::take(&mut *u)
+            kept.due.extend(u.drain(..));
         }
-        .into_iter();
-        while let Some(w) = due.next() {
+        while let Some(w) = kept.due.front() {
             if let Err(e) = self.write_status(&w.id, w.status, &w.error).await {
                 debug!(job = %w.id, status = %w.status, error = %e, "status write failed again");
-                let mut u = lock(&self.unsettled);
-                // Before any that failed meanwhile, to keep the order.
-                u.splice(0..0, std::iter::once(w).chain(due));
-                self.unsettled_any.store(true, Ordering::SeqCst);
                 return;
             }
             debug!(job = %w.id, status = %w.status, "status written again");
+            kept.due.pop_front();
         }
     }
 

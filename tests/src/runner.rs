@@ -117,6 +117,7 @@ macro_rules! runner_tests {
                 a_panicking_hook_stops_neither_the_workers_nor_the_outcomes,
                 cancel_lets_the_inflight_target_finish_and_starts_nothing_more,
                 cancel_while_a_stored_target_is_reported_starts_nothing_more,
+                a_cancel_dropped_mid_write_still_ends_the_job_cancelled,
                 cancel_of_a_queued_job_leaves_every_target_pending,
                 cancelled_is_never_overwritten_by_the_last_inflight_outcome,
                 cancel_is_false_for_unknown_terminal_and_cancelled_ids,
@@ -712,11 +713,13 @@ impl LogCapture {
 // ---- helpers: stores ----------------------------------------------------------------------
 
 /// A [`BatchStore`] over a shared `Arc<dyn BatchStore>` that records every final target write
-/// the wrapped store accepted (so a fault test can check none was lost). Put it under a
-/// [`FaultyStore`] to record only the writes that got past the faults.
+/// the wrapped store accepted (so a fault test can check none was lost), and can hold its
+/// `set_status` calls (a store whose write suspends). Put it under a [`FaultyStore`] to record
+/// only the writes that got past the faults.
 pub struct Shared {
     inner: Arc<dyn BatchStore>,
     accepted: Mutex<Vec<(String, usize, TargetWrite)>>,
+    status_gate: Mutex<Option<Arc<Semaphore>>>,
 }
 
 impl Shared {
@@ -725,6 +728,20 @@ impl Shared {
         Shared {
             inner,
             accepted: Mutex::new(Vec::new()),
+            status_gate: Mutex::new(None),
+        }
+    }
+
+    /// From now on, a `set_status` call waits (suspended, before it reaches the wrapped store)
+    /// until [`release_set_status`](Self::release_set_status).
+    pub fn hold_set_status(&self) {
+        *lock(&self.status_gate) = Some(Arc::new(Semaphore::new(0)));
+    }
+
+    /// Lets the held `set_status` calls (and every later one) go on.
+    pub fn release_set_status(&self) {
+        if let Some(gate) = lock(&self.status_gate).take() {
+            gate.close();
         }
     }
 
@@ -779,6 +796,11 @@ impl BatchStore for Shared {
         error: &str,
         now: i64,
     ) -> Result<bool, StoreError> {
+        let gate = lock(&self.status_gate).clone();
+        if let Some(gate) = gate {
+            // Closed on release: the wait ends with an error, which is the signal.
+            let _ = gate.acquire().await;
+        }
         self.inner.set_status(id, status, error, now).await
     }
     async fn touch(&self, id: &str, now: i64) -> Result<bool, StoreError> {
@@ -2236,6 +2258,39 @@ pub async fn cancel_while_a_stored_target_is_reported_starts_nothing_more(
     );
     assert_eq!(probe.started(), [url("a", 0), url("b", 0)], "fetched");
     within("close", runner.close()).await?;
+    Ok(())
+}
+
+/// A cancel whose caller gives up while the store is still writing `cancelled` (its future
+/// dropped mid-call, by a timeout or a client gone away, with a store whose write suspends)
+/// still ends the job `cancelled` in the store: the write is made again, as a failed one is.
+pub async fn a_cancel_dropped_mid_write_still_ends_the_job_cancelled(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let shared = Arc::new(Shared::new(store));
+    let r = rig(shared.clone(), Probe::new(), config()).await?;
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 2).await?;
+    r.started(&url("a", 0), 1).await?;
+    shared.hold_set_status();
+    let gave_up = tokio::time::timeout(Duration::from_millis(50), r.runner.cancel(&a)).await;
+    assert!(gave_up.is_err(), "the cancel waits on the held write");
+    shared.release_set_status();
+    assert_eq!(
+        r.row(&a).await?.status,
+        JobStatus::Running,
+        "not written yet"
+    );
+    // a0's stored outcome makes the kept write again.
+    r.probe.release(&url("a", 0));
+    let v = until_status(&r.runner, &a, "is cancelled in the store", |v| {
+        v.job.status == JobStatus::Cancelled
+    })
+    .await?;
+    assert_eq!(states(&v), [TargetState::Done, TargetState::Pending]);
+    r.close().await?;
+    assert_eq!(r.row(&a).await?.status, JobStatus::Cancelled, "still");
+    assert_eq!(r.probe.started(), [url("a", 0)]);
     Ok(())
 }
 
