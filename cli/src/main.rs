@@ -7,19 +7,30 @@ use clap::Parser;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::filter::Directive;
 
-/// The HTTP stack's own logs name hosts and addresses at debug and trace; rota's logs never
-/// carry a URL or a host, so these stay quiet whatever `RUST_LOG` asks (their failures reach
-/// the user as stored target errors instead).
+/// The HTTP and TLS stacks' own logs name hosts and addresses (rustls and its certificate
+/// verifier even at error: "certificate not valid for name …"); rota's logs never carry a URL
+/// or a host, so these stay quiet whatever `RUST_LOG` asks (their failures reach the user as
+/// stored target errors instead).
 const QUIET: &[&str] = &[
     "hyper=off",
     "hyper_util=off",
     "h2=off",
     "reqwest=off",
     "axum=off",
+    "rustls=off",
+    "rustls_platform_verifier=off",
+    "tokio_rustls=off",
+    "hyper_rustls=off",
+    "webpki=off",
 ];
 
+/// `RUST_LOG`'s filter (warn without it), with the [`QUIET`] crates off.
 fn log_filter() -> EnvFilter {
-    let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    quieted(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")))
+}
+
+/// `filter` with the [`QUIET`] crates off.
+fn quieted(mut filter: EnvFilter) -> EnvFilter {
     for d in QUIET {
         if let Ok(d) = d.parse::<Directive>() {
             filter = filter.add_directive(d);
@@ -68,5 +79,32 @@ fn main() -> ExitCode {
             rota_cli::out::err(&format!("rota: error: {e}"));
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tracing::{Level, enabled};
+    use tracing_subscriber::layer::SubscriberExt;
+
+    use super::*;
+
+    #[test]
+    fn the_http_and_tls_stacks_stay_quiet_even_at_trace() {
+        let subscriber = tracing_subscriber::registry().with(quieted(EnvFilter::new("trace")));
+        tracing::subscriber::with_default(subscriber, || {
+            // Targets whose records name hosts: rustls at debug and trace, its certificate
+            // verifier at error (as `log` records turned into events).
+            assert!(!enabled!(target: "rustls::client::hs", Level::ERROR));
+            assert!(!enabled!(
+                target: "rustls_platform_verifier::verification::others",
+                Level::ERROR
+            ));
+            assert!(!enabled!(target: "hyper_util::client::legacy::connect::http", Level::ERROR));
+            assert!(!enabled!(target: "reqwest::connect", Level::ERROR));
+            // Everything else still follows RUST_LOG.
+            assert!(enabled!(target: "rota::runner", Level::TRACE));
+            assert!(enabled!(target: "rota_cli::run", Level::DEBUG));
+        });
     }
 }
