@@ -158,11 +158,11 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
     let addr = serve().await?;
     let base = format!("http://{addr}");
     let signals = Arc::new(Signals::default());
-    let cfg = args.runner.apply(Config {
+    let (cfg, budget) = crate::run::budget_after_reading(args.runner.apply(Config {
         retry_wait: DEMO_RETRY_WAIT,
         hooks: Arc::new(WakeHooks(signals.clone())),
         ..Config::default()
-    });
+    }));
     let http = HttpFetch::new(HttpConfig {
         timeout: args.timeout.unwrap_or(DEMO_TIMEOUT),
         ..HttpConfig::default()
@@ -209,7 +209,7 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
     say!("store: {}", store_url.absolute());
     let store = store_url.open_for_command()?;
     let workers = cfg.effective_workers();
-    let runner = Runner::start(store, fetch, cfg)
+    let runner = Runner::start(store.clone(), fetch, cfg)
         .await
         .map_err(|e| format!("starting on the store {store_url}: {e}"))?;
     say!();
@@ -277,6 +277,25 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
         signals.changed(Duration::from_millis(250)).await;
     }
     runner.close().await;
+    // Both jobs reported: now the byte budget (which may evict them).
+    let mut kept = Vec::new();
+    match crate::run::evict_to(&*store, budget).await {
+        Ok(0) => kept.extend(ids.iter().map(|(_, id)| id)),
+        Ok(_) => {
+            for (_, id) in &ids {
+                match store.job(id).await {
+                    Ok(None) => {
+                        say!("  job {id} evicted once shown: the store is past --max-bytes");
+                    }
+                    _ => kept.push(id),
+                }
+            }
+        }
+        Err(e) => {
+            say!("  {e}");
+            kept.extend(ids.iter().map(|(_, id)| id));
+        }
+    }
 
     say!();
     match store_url {
@@ -286,8 +305,13 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
                  --store sqlite:PATH to keep the jobs."
             );
         }
+        _ if kept.is_empty() => {}
         _ => {
-            say!("Both jobs are stored in {}.", store_url.absolute());
+            if kept.len() == ids.len() {
+                say!("Both jobs are stored in {}.", store_url.absolute());
+            } else {
+                say!("One job is stored in {}.", store_url.absolute());
+            }
             let flag = if store_url.to_string() == crate::cli::DEFAULT_STORE {
                 String::new()
             } else {
@@ -298,7 +322,7 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
             } else {
                 say!("Read one back with:");
             }
-            for (_, id) in &ids {
+            for id in kept {
                 say!("  rota {flag}status {id}");
             }
         }

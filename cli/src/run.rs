@@ -5,7 +5,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rota::{Caller, CallerClass, Config, JobStatus, JobView, Runner, SubmitError, TargetState};
+use rota::{
+    BatchStore, Caller, CallerClass, Config, JobStatus, JobView, Runner, SubmitError, TargetState,
+};
 use tokio::sync::mpsc;
 
 use crate::cli::{RunArgs, default_caller};
@@ -17,6 +19,29 @@ use crate::store_url::StoreUrl;
 
 /// The longest the watcher waits between two looks at the store when nothing wakes it.
 const POLL: Duration = Duration::from_millis(500);
+
+/// `cfg` with its byte budget lifted, and that budget, for a command to apply itself with
+/// [`evict_to`] once it has read the jobs it ran. Applied by the runner after each stored
+/// target, a budget smaller than a job's results would evict that very job (the finished one)
+/// as it ends, before its results are shown.
+pub fn budget_after_reading(cfg: Config) -> (Config, u64) {
+    let budget = cfg.effective_max_bytes();
+    (
+        Config {
+            max_bytes: u64::MAX,
+            ..cfg
+        },
+        budget,
+    )
+}
+
+/// Evicts finished jobs, oldest first, until the store holds at most `budget` bytes; how many.
+pub async fn evict_to(store: &dyn BatchStore, budget: u64) -> Result<usize, String> {
+    store
+        .evict(budget)
+        .await
+        .map_err(|e| format!("evicting finished jobs past --max-bytes: {e}"))
+}
 
 /// The exit code of a job that ended as `status`: 0 done, 2 partial, 1 otherwise.
 pub fn exit_code(status: JobStatus) -> ExitCode {
@@ -48,10 +73,10 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
     let total = targets.len();
 
     let signals = Arc::new(Signals::default());
-    let cfg = args.runner.apply(Config {
+    let (cfg, budget) = budget_after_reading(args.runner.apply(Config {
         hooks: Arc::new(WakeHooks(signals.clone())),
         ..Config::default()
-    });
+    }));
     let fetch = Counting::new(HttpFetch::new(args.fetch.http_config())?, signals.clone());
     let store = store_url.open_for_command()?;
     let runner = Runner::start(store.clone(), fetch, cfg)
@@ -125,6 +150,16 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
         .map_err(|e| format!("reading job {id}: {e}"))?
         .ok_or_else(|| format!("job {id} is no longer in the store"))?;
     print_targets(&view)?;
+    // The job's results are out: now the budget (which may evict this very job).
+    match evict_to(&*store, budget).await {
+        Ok(0) => {}
+        Ok(_) => {
+            if let Ok(None) = store.job(&id).await {
+                note!("job {id} evicted from the store once shown: it is past --max-bytes");
+            }
+        }
+        Err(e) => note!("{e}"),
+    }
     let c = Counts::of(&view, signals.retries());
     note!("{}", summary(&view, c, started.elapsed()));
     Ok(exit_code(view.job.status))
