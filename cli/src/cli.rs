@@ -101,7 +101,7 @@ pub struct DemoArgs {
     pub runner: RunnerArgs,
 
     /// The time limit of one request [default: 1s, so that the slow page times out].
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration,
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration,
           help_heading = "Fetcher")]
     pub timeout: Option<Duration>,
 }
@@ -111,28 +111,28 @@ pub struct DemoArgs {
 #[command(next_help_heading = "Runner")]
 pub struct RunnerArgs {
     /// How long a job is kept (and reused) after its last activity [default: 24h].
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub ttl: Option<Duration>,
     /// The most targets one job may have [default: 32].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_count)]
     pub targets_per_job: Option<usize>,
     /// The most live jobs one caller may have [default: 1].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_count)]
     pub jobs_per_caller: Option<usize>,
     /// The most live jobs in all [default: 8].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_count)]
     pub jobs_total: Option<usize>,
     /// How many workers fetch at once, 1 or 2 [default: 1].
     #[arg(long, value_name = "N", value_parser = parse_workers)]
     pub workers: Option<usize>,
     /// The store's byte budget: finished jobs are evicted past it, like 64MiB [default: 64MiB].
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_nonzero_size)]
     pub max_bytes: Option<u64>,
     /// The pause before a busy target is tried again [default: 2s; in the demo 200ms].
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub retry_wait: Option<Duration>,
     /// How long one target may keep coming back busy before it fails [default: 10m].
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub retry_for: Option<Duration>,
 }
 
@@ -158,11 +158,11 @@ impl RunnerArgs {
 #[command(next_help_heading = "Fetcher")]
 pub struct FetchArgs {
     /// The time limit of one request: connect, headers and body [default: 30s].
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration,
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration,
           default_value = "30s", hide_default_value = true)]
     pub timeout: Duration,
     /// The largest body kept, like 8MiB or 500KiB; a larger page fails [default: 8MiB].
-    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "8MiB",
+    #[arg(long, value_name = "SIZE", value_parser = parse_nonzero_size, default_value = "8MiB",
           hide_default_value = true)]
     pub max_body: u64,
 }
@@ -202,6 +202,42 @@ pub fn parse_caller(s: &str) -> Result<String, String> {
         Err("a caller needs a name".into())
     } else {
         Ok(name.to_owned())
+    }
+}
+
+/// Parses a count flag: a whole number of at least 1 (the runner reads 0 as "the default",
+/// which is never what `--jobs-total 0` means).
+pub fn parse_count(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err(format!(
+            "{s:?}: must be at least 1 (leave the flag out for the default)"
+        )),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{s:?} is not a whole number")),
+    }
+}
+
+/// Parses a duration flag (humantime: `200ms`, `2s`, `10m`, `24h`) of more than zero (the
+/// runner reads zero as "the default", and a zero timeout fails every fetch).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(s.trim()) {
+        Ok(d) if d.is_zero() => Err(format!(
+            "{s:?}: must be more than 0 (leave the flag out for the default)"
+        )),
+        Ok(d) => Ok(d),
+        Err(e) => Err(format!(
+            "{s:?} is not a duration like 200ms, 2s, 10m or 24h: {e}"
+        )),
+    }
+}
+
+/// Parses a size flag of more than zero bytes (see [`parse_size`]).
+pub fn parse_nonzero_size(s: &str) -> Result<u64, String> {
+    match parse_size(s)? {
+        0 => Err(format!(
+            "{s:?}: must be more than 0 (leave the flag out for the default)"
+        )),
+        n => Ok(n),
     }
 }
 
@@ -266,6 +302,34 @@ mod tests {
         }
         assert_eq!(parse_caller(" ann "), Ok("ann".to_owned()));
         assert!(parse_caller("  ").is_err());
+    }
+
+    #[test]
+    fn zero_is_refused_for_every_count_duration_and_size_flag() {
+        let zeros = [
+            ("--ttl", "0s"),
+            ("--targets-per-job", "0"),
+            ("--jobs-per-caller", "0"),
+            ("--jobs-total", "0"),
+            ("--max-bytes", "0"),
+            ("--retry-wait", "0ms"),
+            ("--retry-for", "0s"),
+            ("--timeout", "0s"),
+            ("--max-body", "0KiB"),
+        ];
+        for (flag, zero) in zeros {
+            let e = Cli::try_parse_from(["rota", "run", "f.json", flag, zero])
+                .err()
+                .unwrap_or_else(|| panic!("{flag} {zero} is accepted"));
+            assert!(e.to_string().contains("must be"), "{flag}: {e}");
+        }
+        assert!(Cli::try_parse_from(["rota", "demo", "--timeout", "0s"]).is_err());
+        // One of each kind, above zero, is taken.
+        assert_eq!(parse_count("1"), Ok(1));
+        assert_eq!(parse_duration("1ms"), Ok(Duration::from_millis(1)));
+        assert_eq!(parse_nonzero_size("1"), Ok(1));
+        assert!(parse_count("x").is_err());
+        assert!(parse_duration("soon").is_err());
     }
 
     #[test]
