@@ -89,7 +89,7 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// The job id `rota run` printed (32 hex characters).
-    #[arg(value_name = "ID")]
+    #[arg(value_name = "ID", value_parser = parse_id)]
     pub id: String,
 }
 
@@ -205,6 +205,17 @@ pub fn parse_caller(s: &str) -> Result<String, String> {
     }
 }
 
+/// Parses a job id: any non-blank text (ids are 32 lowercase hex characters, but a store may
+/// hold others, so anything else is simply a job that is not there).
+pub fn parse_id(s: &str) -> Result<String, String> {
+    let id = s.trim();
+    if id.is_empty() {
+        Err("give the job id that `rota run` printed".into())
+    } else {
+        Ok(id.to_owned())
+    }
+}
+
 /// Parses a count flag: a whole number of at least 1 (the runner reads 0 as "the default",
 /// which is never what `--jobs-total 0` means).
 pub fn parse_count(s: &str) -> Result<usize, String> {
@@ -294,13 +305,16 @@ mod tests {
     }
 
     #[test]
-    fn workers_are_one_or_two_and_a_caller_has_a_name() {
+    fn workers_are_one_or_two_and_a_caller_and_a_job_id_are_not_blank() {
         assert_eq!(parse_workers("1"), Ok(1));
         assert_eq!(parse_workers("2"), Ok(2));
         for bad in ["0", "3", "two", ""] {
             assert!(parse_workers(bad).is_err(), "{bad:?}");
         }
         assert_eq!(parse_caller(" ann "), Ok("ann".to_owned()));
+        assert_eq!(parse_id(" 0a1b "), Ok("0a1b".to_owned()));
+        assert!(parse_id(" ").is_err());
+        assert!(Cli::try_parse_from(["rota", "status", ""]).is_err());
         assert!(parse_caller("  ").is_err());
     }
 
