@@ -96,7 +96,15 @@ impl StoreUrl {
                 (StoreError::Version { found, .. }, StoreUrl::Redb(_)) if found == "2" => {
                     format!(" (migrate it first: rota --store {self} upgrade)")
                 }
-                _ => String::new(),
+                // SQLite says only "unable to open database file".
+                _ => match self
+                    .path()
+                    .and_then(Path::parent)
+                    .filter(|d| !d.as_os_str().is_empty() && !d.is_dir())
+                {
+                    Some(dir) => format!(" (there is no directory {})", dir.display()),
+                    None => String::new(),
+                },
             };
             format!("opening the store {self}: {e}{hint}")
         })
@@ -121,6 +129,25 @@ mod tests {
             "sqlite:dir/r.db".parse::<StoreUrl>().unwrap().path(),
             Some(Path::new("dir/r.db"))
         );
+    }
+
+    #[test]
+    fn a_store_in_a_missing_directory_names_the_directory() {
+        for url in [
+            "sqlite:/no-such-rota-dir/x.sqlite3",
+            "redb:/no-such-rota-dir/x.redb",
+        ] {
+            let e = url
+                .parse::<StoreUrl>()
+                .unwrap()
+                .open_for_command()
+                .err()
+                .unwrap();
+            assert!(
+                e.ends_with("(there is no directory /no-such-rota-dir)"),
+                "{e}"
+            );
+        }
     }
 
     #[test]
