@@ -2214,12 +2214,11 @@ pub async fn cancel_lets_the_inflight_target_finish_and_starts_nothing_more(
     Ok(())
 }
 
-/// A cancel that comes while the worker is still reporting the job's stored target (held in
-/// `hooks.target`) starts nothing more either: the job's next target is taken only after that
-/// report, and by then the job is cancelled.
-pub async fn cancel_while_a_stored_target_is_reported_starts_nothing_more(
+/// A runner of one worker on `store`, with [`HeldTarget`] hooks and a [`Probe`], and job `a` of
+/// three targets submitted: returned once the worker is held reporting a0 (stored done).
+async fn held_after_a0(
     store: Arc<dyn BatchStore>,
-) -> TestResult {
+) -> Res<(Runner, Arc<HeldTarget>, Probe, String)> {
     let hooks = Arc::new(HeldTarget::default());
     let probe = Probe::new();
     let cfg = Config {
@@ -2232,6 +2231,16 @@ pub async fn cancel_while_a_stored_target_is_reported_starts_nothing_more(
         .await?
         .id;
     until("a worker reports a0, held", || hooks.entered()).await?;
+    Ok((runner, hooks, probe, a))
+}
+
+/// A cancel that comes while the worker is still reporting the job's stored target (held in
+/// `hooks.target`) starts nothing more either: the job's next target is taken only after that
+/// report, and by then the job is cancelled.
+pub async fn cancel_while_a_stored_target_is_reported_starts_nothing_more(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let (runner, hooks, probe, a) = held_after_a0(store).await?;
     let v = until_status(&runner, &a, "has a0 stored", |v| {
         states(v).first() == Some(&TargetState::Done)
     })
@@ -2508,18 +2517,7 @@ pub async fn close_waits_for_the_inflight_fetch_then_fails_live_jobs(
 pub async fn close_while_a_stored_target_is_reported_starts_nothing_more(
     store: Arc<dyn BatchStore>,
 ) -> TestResult {
-    let hooks = Arc::new(HeldTarget::default());
-    let probe = Probe::new();
-    let cfg = Config {
-        hooks: hooks.clone(),
-        ..config()
-    };
-    let runner = Runner::start(store, probe.clone(), cfg).await?;
-    let a = runner
-        .submit(caller("alice"), CallerClass::Fleet, targets("a", 3))
-        .await?
-        .id;
-    until("a worker reports a0, held", || hooks.entered()).await?;
+    let (runner, hooks, probe, a) = held_after_a0(store).await?;
     let closing = tokio::spawn({
         let runner = runner.clone();
         async move { runner.close().await }
@@ -2859,16 +2857,22 @@ pub async fn a_panic_is_stored_as_internal_error_and_its_value_is_never_kept(
     );
     r.close().await?;
 
-    let stored = format!(
-        "{:?} {:?} {:?} {:?}",
-        r.store.job(&a).await?,
-        r.store.targets(&a).await?,
-        r.store.job(&b).await?,
-        r.store.targets(&b).await?
-    );
-    assert!(!stored.contains(PANIC_VALUE), "the panic value is stored");
+    panic_value_kept_nowhere(&*r.store, [&a, &b], &logs).await
+}
+
+/// Fails if [`PANIC_VALUE`] is in the rows of jobs `ids` or in `logs`, or if the logs do not
+/// name the first job.
+async fn panic_value_kept_nowhere(
+    store: &dyn BatchStore,
+    ids: [&str; 2],
+    logs: &LogCapture,
+) -> TestResult {
+    for id in ids {
+        let stored = format!("{:?} {:?}", store.job(id).await?, store.targets(id).await?);
+        assert!(!stored.contains(PANIC_VALUE), "the panic value is stored");
+    }
     let text = logs.buf.text();
-    assert!(text.contains(&a), "the logs name the job");
+    assert!(text.contains(ids[0]), "the logs name the job");
     assert!(
         !text.contains(PANIC_VALUE),
         "the panic value is logged:\n{text}"
@@ -2925,19 +2929,7 @@ pub async fn a_panic_before_the_fetch_future_exists_is_caught_too(
     let vb = until_status(&runner, &b, "is terminal", |v| v.job.status.is_terminal()).await?;
     assert_eq!(vb.job.status, JobStatus::Partial, "the runner went on");
     within("close", runner.close()).await?;
-    let stored = format!(
-        "{:?} {:?}",
-        store.targets(&a).await?,
-        store.targets(&b).await?
-    );
-    assert!(!stored.contains(PANIC_VALUE), "the panic value is stored");
-    let text = logs.buf.text();
-    assert!(text.contains(&a), "the logs name the job");
-    assert!(
-        !text.contains(PANIC_VALUE),
-        "the panic value is logged:\n{text}"
-    );
-    Ok(())
+    panic_value_kept_nowhere(&*store, [&a, &b], &logs).await
 }
 
 /// A `finish_target` that fails is logged at warn with the job id; the job goes on with its
