@@ -80,15 +80,44 @@ pub struct TargetResult {
     pub meta: serde_json::Map<String, serde_json::Value>,
 }
 
+/// How deeply a value in [`TargetResult::meta`] may nest (arrays and objects inside it): the
+/// most that the stored JSON, read back with `serde_json`'s recursion limit of 128 (the result
+/// object and `meta` take two), can hold.
+pub const MAX_META_DEPTH: usize = 125;
+
 impl TargetResult {
-    /// The JSON stored for this result (as `serde_json::to_string`).
+    /// The JSON stored for this result (as `serde_json::to_string`). An error if a `meta` value
+    /// nests deeper than [`MAX_META_DEPTH`]: stored, it could never be read back.
     pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        if let Some(key) = self
+            .meta
+            .iter()
+            .find_map(|(k, v)| nests_deeper(v, MAX_META_DEPTH).then_some(k))
+        {
+            return Err(<serde_json::Error as serde::ser::Error>::custom(format!(
+                "meta field {key:?} nests deeper than {MAX_META_DEPTH} levels"
+            )));
+        }
         serde_json::to_string(self)
     }
 
     /// A result decoded from its stored JSON.
     pub fn from_json(json: &str) -> Result<TargetResult, serde_json::Error> {
         serde_json::from_str(json)
+    }
+}
+
+/// Whether `v` nests arrays and objects more than `max` deep (a scalar is 0 deep). Looks no
+/// deeper than `max + 1`, so the recursion is bounded whatever `v` holds.
+fn nests_deeper(v: &serde_json::Value, max: usize) -> bool {
+    let inner: Box<dyn Iterator<Item = &serde_json::Value>> = match v {
+        serde_json::Value::Array(a) => Box::new(a.iter()),
+        serde_json::Value::Object(o) => Box::new(o.values()),
+        _ => return false,
+    };
+    match max.checked_sub(1) {
+        None => true,
+        Some(rest) => inner.into_iter().any(|x| nests_deeper(x, rest)),
     }
 }
 
@@ -361,6 +390,68 @@ mod tests {
         let s = serde_json::to_string(&r).unwrap();
         assert_eq!(s, r#"{"content":"hi","meta":{"status":200}}"#);
         assert_eq!(serde_json::from_str::<TargetResult>(&s).unwrap(), r);
+    }
+
+    /// `{"x": [[…null…]]}` with `arrays` arrays.
+    fn nested(arrays: usize) -> TargetResult {
+        let mut v = serde_json::Value::Null;
+        for _ in 0..arrays {
+            v = serde_json::Value::Array(vec![v]);
+        }
+        let mut meta = serde_json::Map::new();
+        meta.insert("x".into(), v);
+        TargetResult {
+            content: "c".into(),
+            meta,
+        }
+    }
+
+    #[test]
+    fn meta_as_deep_as_can_be_read_back_is_stored_and_deeper_is_refused() {
+        let ok = nested(MAX_META_DEPTH);
+        let json = ok.to_json().unwrap();
+        assert_eq!(TargetResult::from_json(&json).unwrap(), ok);
+        // One level more could be written but never read back: refused, naming the field.
+        let deep = nested(MAX_META_DEPTH + 1);
+        assert!(TargetResult::from_json(&serde_json::to_string(&deep).unwrap()).is_err());
+        let e = deep.to_json().unwrap_err().to_string();
+        assert!(
+            e.contains("meta field \"x\" nests deeper than 125 levels"),
+            "{e}"
+        );
+        // Objects count as arrays do; a far deeper value is refused all the same.
+        let mut obj = serde_json::Value::Null;
+        for _ in 0..1_000 {
+            let mut m = serde_json::Map::new();
+            m.insert("k".into(), obj);
+            obj = serde_json::Value::Object(m);
+        }
+        let mut meta = serde_json::Map::new();
+        meta.insert("o".into(), obj);
+        let r = TargetResult {
+            content: String::new(),
+            meta,
+        };
+        assert!(r.to_json().is_err());
+    }
+
+    #[test]
+    fn floats_in_meta_round_trip_exactly() {
+        for f in [
+            1.947700395895162e-169,
+            -1.490143767845386e129,
+            6.162599865641032e196,
+            0.1,
+        ] {
+            let mut meta = serde_json::Map::new();
+            meta.insert("f".into(), serde_json::json!(f));
+            let r = TargetResult {
+                content: String::new(),
+                meta,
+            };
+            let back = TargetResult::from_json(&r.to_json().unwrap()).unwrap();
+            assert_eq!(back.meta["f"].as_f64(), Some(f));
+        }
     }
 
     #[test]
