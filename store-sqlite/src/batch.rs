@@ -447,6 +447,12 @@ impl Segment {
                 return;
             }
             self.open = true;
+            // A transaction of this batch that failed left the tally moved by its undone
+            // writes (stale): read it afresh, in this transaction, before a write counts on it.
+            if let Err(e) = db.tally() {
+                w.fail(&e);
+                return self.abort(db, published, &e);
+            }
         }
         let first = self.ran.is_empty();
         if !first && let Err(e) = exec(&db.conn, "SAVEPOINT w") {

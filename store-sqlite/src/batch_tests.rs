@@ -537,3 +537,73 @@ fn threads_mixing_every_kind_of_write_and_failure_get_answers_that_match_the_row
     assert_tally_true(&s);
     s.integrity_check().unwrap();
 }
+
+/// A call's answer, as text (so that calls of different kinds can share one batch).
+fn said<T: std::fmt::Debug>(r: Result<T, rota_core::StoreError>) -> Result<String, String> {
+    r.map(|v| format!("{v:?}")).map_err(|e| e.to_string())
+}
+
+/// After a transaction of a batch is rolled back, the writes after it (in a new transaction of
+/// the same batch) count on the rows, not on the tally the undone writes had moved: a cancel
+/// undone with its transaction frees no room under `jobs_total` for the admit after it.
+#[test]
+fn a_write_after_a_rollback_mid_batch_counts_live_jobs_from_the_rows() {
+    let s = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let caps = Caps {
+        jobs_total: 1,
+        ..CAPS
+    };
+    let a = job("a", "alice");
+    assert_eq!(block_on(s.admit(&a, &caps)), Ok(Admission::Created));
+    let (a_id, b) = (a.id.clone(), job("b", "bob"));
+    let calls: Vec<Call<Result<String, String>>> = vec![
+        Box::new(move |s| said(block_on(s.set_status(&a_id, JobStatus::Cancelled, "", 2)))),
+        Box::new(|s| said(rolls_back_all(true)(s))),
+        Box::new(move |s| said(block_on(s.admit(&b, &caps)))),
+    ];
+    let got = batched(&s, calls);
+    assert!(
+        got[0].is_err(),
+        "the cancel went with its transaction: {got:?}"
+    );
+    assert_eq!(
+        block_on(s.job(&a.id)).unwrap().map(|j| j.status),
+        Some(JobStatus::Queued)
+    );
+    assert_eq!(got[2], Ok("Busy".to_owned()), "alice's job is still live");
+    assert_eq!(block_on(s.live_jobs(None)), Ok(1));
+    assert_tally_true(&s);
+}
+
+/// Likewise for the byte total: an admit undone with its transaction adds no bytes for an evict
+/// after it in the same batch, which deletes only what the rows call for.
+#[test]
+fn an_evict_after_a_rollback_mid_batch_counts_bytes_from_the_rows() {
+    let s = Arc::new(SqliteStore::open_in_memory().unwrap());
+    for (n, t) in [("t1", 1), ("t2", 2)] {
+        let mut j = job(n, "alice");
+        j.now = t;
+        assert_eq!(block_on(s.admit(&j, &CAPS)), Ok(Admission::Created));
+        assert_eq!(
+            block_on(s.set_status(&j.id, JobStatus::Done, "", t)),
+            Ok(true)
+        );
+    }
+    let total = block_on(s.total_bytes()).unwrap();
+    let mut big = job("big", "bob");
+    big.targets = vec![("u".repeat(5000), "{}".into())];
+    let calls: Vec<Call<Result<String, String>>> = vec![
+        Box::new(move |s| said(block_on(s.admit(&big, &CAPS)))),
+        Box::new(|s| said(rolls_back_all(true)(s))),
+        // One byte under the true total: only the oldest terminal job is to go.
+        Box::new(move |s| said(block_on(s.evict(total - 1)))),
+    ];
+    let got = batched(&s, calls);
+    assert!(
+        got[0].is_err(),
+        "the admit went with its transaction: {got:?}"
+    );
+    assert_eq!(got[2], Ok("1".to_owned()), "{got:?}");
+    assert!(block_on(s.job(&job("t2", "").id)).unwrap().is_some());
+    assert_tally_true(&s);
+}
