@@ -1,6 +1,7 @@
 //! [`RedbStore`]: every [`BatchStore`] operation inside one redb transaction.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -144,7 +145,6 @@ impl Default for RedbOptions {
 /// the two calls a target makes. The cost is that a commit holds its runtime thread for the
 /// length of its fsync, and that a second writer waits in the queue on its own thread; the
 /// runner has at most two workers, so that is a short, bounded wait.
-#[derive(Debug)]
 pub struct RedbStore {
     db: Database,
     durability: Durability,
@@ -157,6 +157,22 @@ pub struct RedbStore {
     tally: Mutex<Tally>,
     /// See [`RedbStore::published`].
     published: Mutex<()>,
+}
+
+/// Shows the settings and counts, never a row or a caller's name.
+impl fmt::Debug for RedbStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (live, bytes) = {
+            let t = self.tally_lock();
+            (t.live, t.bytes)
+        };
+        f.debug_struct("RedbStore")
+            .field("durability", &self.durability)
+            .field("sync_every", &self.sync_every)
+            .field("live_jobs", &live)
+            .field("total_bytes", &bytes)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What a commit must promise.

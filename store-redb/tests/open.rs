@@ -525,3 +525,17 @@ fn upgrade_refuses_what_open_refuses_and_creates_nothing() {
     assert!(is_corrupt(&RedbStore::upgrade(&path).unwrap_err()));
     assert!(is_corrupt(&RedbStore::upgrade(dir.path()).unwrap_err()));
 }
+
+#[tokio::test]
+async fn debug_shows_counts_but_no_caller_or_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = RedbStore::open(store_path(&dir)).unwrap();
+    assert_eq!(
+        s.admit(&new_job(&id(1), 2), &caps()).await.unwrap(),
+        Admission::Created
+    );
+    let shown = format!("{s:?}");
+    assert!(shown.contains("live_jobs: 1"), "{shown}");
+    assert!(!shown.contains("alice"), "{shown}");
+    assert!(!shown.contains("example.com"), "{shown}");
+}
