@@ -290,13 +290,15 @@ impl Runner {
         let Some(c) = cancelled else {
             return false;
         };
-        inner.set_status(id, JobStatus::Cancelled, "").await;
+        // Reported and woken for before the store write, so that both happen even if this
+        // future is dropped during it (the write itself is then kept and made again).
         debug!(job = %id, inflight = c.inflight, "job cancelled");
         inner.hook(|h| {
             h.job(JobOutcome::Cancelled);
             h.job_seconds(c.elapsed);
         });
         inner.wake_idle();
+        inner.set_status(id, JobStatus::Cancelled, "").await;
         true
     }
 

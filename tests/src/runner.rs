@@ -2284,6 +2284,11 @@ pub async fn a_cancel_dropped_mid_write_still_ends_the_job_cancelled(
     shared.hold_set_status();
     let gave_up = tokio::time::timeout(Duration::from_millis(50), r.runner.cancel(&a)).await;
     assert!(gave_up.is_err(), "the cancel waits on the held write");
+    assert_eq!(
+        r.hooks.count(JobOutcome::Cancelled),
+        1,
+        "reported all the same"
+    );
     shared.release_set_status();
     assert_eq!(
         r.row(&a).await?.status,
@@ -2300,6 +2305,7 @@ pub async fn a_cancel_dropped_mid_write_still_ends_the_job_cancelled(
     r.close().await?;
     assert_eq!(r.row(&a).await?.status, JobStatus::Cancelled, "still");
     assert_eq!(r.probe.started(), [url("a", 0)]);
+    assert_eq!(r.hooks.count(JobOutcome::Cancelled), 1, "once");
     Ok(())
 }
 
