@@ -17,14 +17,21 @@ use tokio::sync::Notify;
 /// What the watcher is told between two looks at the store.
 #[derive(Debug, Default)]
 pub struct Signals {
-    retries: AtomicUsize,
+    /// Fetches that came back busy.
+    busy: AtomicUsize,
+    /// Targets stored failed after coming back busy for too long: their last busy answer was
+    /// not tried again.
+    gave_up: AtomicUsize,
     wake: Notify,
 }
 
 impl Signals {
-    /// How many fetches came back busy (and so will be tried again).
+    /// How many fetches came back busy and were (or are to be) tried again: every busy answer
+    /// but the last of a target that gave up.
     pub fn retries(&self) -> usize {
-        self.retries.load(Ordering::Relaxed)
+        self.busy
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.gave_up.load(Ordering::Relaxed))
     }
 
     /// Waits until something happened, or `at_most` passed.
@@ -61,7 +68,7 @@ impl<F: Fetch> Fetch for Counting<F> {
     ) -> Result<TargetResult, FetchError> {
         let r = self.inner.fetch(caller, target, cancel).await;
         if matches!(r, Err(FetchError::RetryLater(_))) {
-            self.signals.retries.fetch_add(1, Ordering::Relaxed);
+            self.signals.busy.fetch_add(1, Ordering::Relaxed);
             self.signals.poke();
         }
         r
@@ -75,7 +82,11 @@ impl Hooks for WakeHooks {
     fn job(&self, _outcome: JobOutcome) {
         self.0.poke();
     }
-    fn target(&self, _err: Option<&FetchError>, _elapsed: Duration, _result_bytes: usize) {
+    fn target(&self, err: Option<&FetchError>, _elapsed: Duration, _result_bytes: usize) {
+        // A final outcome that is a busy answer: the target gave up, not tried again.
+        if matches!(err, Some(FetchError::RetryLater(_))) {
+            self.0.gave_up.fetch_add(1, Ordering::Relaxed);
+        }
         self.0.poke();
     }
 }

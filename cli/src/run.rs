@@ -105,7 +105,8 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
              showing its stored outcome"
         );
     } else {
-        note!("job {id} created ({total} targets)");
+        let targets = if total == 1 { "target" } else { "targets" };
+        note!("job {id} created ({total} {targets})");
     }
 
     let started = Instant::now();

@@ -211,6 +211,32 @@ async fn a_page_always_busy_fails_after_retry_for() {
     let t = &lines(&o)[0];
     assert_eq!(t.status, TargetState::Failed);
     assert_eq!(t.error, "HTTP 503 Service Unavailable");
+
+    // Counted: every busy answer but the last, which was not tried again.
+    let url = s.url("/busy/k/1000000");
+    let f = env.file("k.json", &json_array(&[url]));
+    let args = [
+        "run",
+        f.to_str().unwrap(),
+        "--retry-wait",
+        "50ms",
+        "--retry-for",
+        "300ms",
+    ];
+    let o = env.rota(&args, None).await;
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let fetches = s.hits("busy/k");
+    assert!(fetches >= 2, "{fetches} fetches");
+    let err = stderr(&o);
+    assert!(err.contains("created (1 target)"), "{err}");
+    let retries = match fetches - 1 {
+        1 => "1 retry".to_owned(),
+        n => format!("{n} retries"),
+    };
+    assert!(
+        err.contains(&format!("1 failed, {retries},")),
+        "{fetches} fetches: {err}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
