@@ -193,11 +193,9 @@ async fn a_busy_page_is_retried_and_the_retries_are_counted() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_page_always_busy_fails_after_retry_for() {
-    let s = common::start().await;
-    let env = Env::new();
-    let f = env.file("t.json", &json_array(&[s.url("/always-busy")]));
+/// `rota run` of the one page `url`, tried again every 50 ms for 300 ms, which must fail.
+async fn run_busy(env: &Env, url: String) -> Output {
+    let f = env.file("busy.json", &json_array(&[url]));
     let args = [
         "run",
         f.to_str().unwrap(),
@@ -208,23 +206,20 @@ async fn a_page_always_busy_fails_after_retry_for() {
     ];
     let o = env.rota(&args, None).await;
     assert_eq!(code(&o), 1, "{}", stderr(&o));
+    o
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_always_busy_fails_after_retry_for() {
+    let s = common::start().await;
+    let env = Env::new();
+    let o = run_busy(&env, s.url("/always-busy")).await;
     let t = &lines(&o)[0];
     assert_eq!(t.status, TargetState::Failed);
     assert_eq!(t.error, "HTTP 503 Service Unavailable");
 
     // Counted: every busy answer but the last, which was not tried again.
-    let url = s.url("/busy/k/1000000");
-    let f = env.file("k.json", &json_array(&[url]));
-    let args = [
-        "run",
-        f.to_str().unwrap(),
-        "--retry-wait",
-        "50ms",
-        "--retry-for",
-        "300ms",
-    ];
-    let o = env.rota(&args, None).await;
-    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let o = run_busy(&env, s.url("/busy/k/1000000")).await;
     let fetches = s.hits("busy/k");
     assert!(fetches >= 2, "{fetches} fetches");
     let err = stderr(&o);
