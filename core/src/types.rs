@@ -110,14 +110,12 @@ impl TargetResult {
 /// Whether `v` nests arrays and objects more than `max` deep (a scalar is 0 deep). Looks no
 /// deeper than `max + 1`, so the recursion is bounded whatever `v` holds.
 fn nests_deeper(v: &serde_json::Value, max: usize) -> bool {
-    let inner: Box<dyn Iterator<Item = &serde_json::Value>> = match v {
-        serde_json::Value::Array(a) => Box::new(a.iter()),
-        serde_json::Value::Object(o) => Box::new(o.values()),
-        _ => return false,
-    };
-    match max.checked_sub(1) {
-        None => true,
-        Some(rest) => inner.into_iter().any(|x| nests_deeper(x, rest)),
+    let deeper = |x: &serde_json::Value| nests_deeper(x, max.saturating_sub(1));
+    match v {
+        // An empty array or object is one level deep too.
+        serde_json::Value::Array(a) => max == 0 || a.iter().any(deeper),
+        serde_json::Value::Object(o) => max == 0 || o.values().any(deeper),
+        _ => false,
     }
 }
 
