@@ -11,10 +11,15 @@
 //!   worker threads. `limit_per_s` is the raw loop: exactly the store calls the runner makes for
 //!   the same targets (per job admit + sweep; per target start_target + finish_target + evict),
 //!   back to back, on a fresh store of the same backend; `ratio` = `per_s / limit_per_s`.
+//!   Notes beside the rows give how long after a batch's first submit its first target was
+//!   fetched, and how long this machine takes to wake a parked thread (see `wake`): a batch
+//!   starts with its idle workers waking.
 //! - `history`: the runner's targets per second on the file stores, empty and with a prefill of
 //!   terminal targets (1 000 000 in the full run).
 //! - `memory`: heap bytes per live job held by the machine and the driver (a counting global
 //!   allocator), at 10 000 live jobs of 32 targets.
+
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod alloc;
 mod machine;
@@ -22,8 +27,9 @@ mod memory;
 mod report;
 mod runner;
 mod stores;
+mod wake;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use report::{Out, Row};
 use rota::StoreError;
@@ -84,6 +90,11 @@ impl Plan {
         self.only.as_deref().is_none_or(|o| o == bench)
     }
 }
+
+/// Wake-ups the probe of this machine's thread wake-up times (see [`wake`]), and the time
+/// between them.
+const WAKES: usize = 500;
+const WAKE_GAP: Duration = Duration::from_micros(200);
 
 const LIVE: [usize; 3] = [10, 100, 10_000];
 
@@ -299,15 +310,15 @@ fn spread(xs: &mut [f64]) -> String {
 }
 
 /// One run of `f` on a fresh store of `backend`.
-async fn once<F, Fut>(backend: Backend, f: F) -> Result<f64, StoreError>
+async fn once<F, Fut, T>(backend: Backend, f: F) -> Result<T, StoreError>
 where
     F: FnOnce(std::sync::Arc<dyn rota::BatchStore>) -> Fut,
-    Fut: std::future::Future<Output = Result<f64, StoreError>>,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
 {
     let s = stores::fresh(backend)?;
-    let per_s = f(s.store.clone()).await?;
+    let measured = f(s.store.clone()).await?;
     s.close();
-    Ok(per_s)
+    Ok(measured)
 }
 
 async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
@@ -317,6 +328,16 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
          sweep, per target start_target + finish_target + evict) issued back to back by one \
          loop on a fresh store; ratio = per_s / limit_per_s",
     );
+    if let Some([p10, p50, p90]) = wake::probe(WAKES, WAKE_GAP) {
+        out.note(&format!(
+            "this machine wakes a parked thread {} µs after another unparks it (median of \
+             {WAKES}; p10 {}, p90 {}): a runner row pays such a wake-up at least once per batch, \
+             for the idle worker its first submit wakes",
+            p50.as_micros(),
+            p10.as_micros(),
+            p90.as_micros()
+        ));
+    }
     let mut job = 0;
     for &backend in &plan.backends {
         let bp = (plan.backend)(backend);
@@ -355,6 +376,9 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
             };
             // Each column over `tries` turns of: raw loop, runner of 1, runner of 2.
             let mut turns: [Vec<f64>; 3] = Default::default();
+            // Per runner column: each run's median lag from a batch's first submit to its
+            // first fetch.
+            let mut lags: [Vec<Duration>; 2] = Default::default();
             // The order rotates from turn to turn (raw, 1, 2; then 1, 2, raw; …), so that no
             // column always runs first or last in a turn.
             for turn in 0..tries.max(1) {
@@ -367,7 +391,9 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
                         )
                         .await?
                     } else {
-                        once(backend, |s| runner::run(s, col, shape, job)).await?
+                        let ran = once(backend, |s| runner::run(s, col, shape, job)).await?;
+                        lags[col - 1].push(ran.first_fetch);
+                        ran.per_s
                     };
                     turns[col].push(per_s);
                 }
@@ -381,6 +407,22 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
                 spread[0],
                 spread[1],
                 spread[2]
+            ));
+            // A batch's mean time, from the row's rate: its targets / per_s.
+            let batch_us = |t: &[f64]| (shape.live * shape.per_job) as f64 / median(t) * 1e6;
+            let lag_us = |l: &mut Vec<Duration>| {
+                l.sort();
+                l.get(l.len() / 2).map_or(0, Duration::as_micros)
+            };
+            out.note(&format!(
+                "runner {} at {live} live: a batch's first target fetched {} µs (runner of 1) \
+                 and {} µs (of 2) after its first submit began, of a batch of {:.0} µs and \
+                 {:.0} µs (medians)",
+                backend.name(),
+                lag_us(&mut lags[0]),
+                lag_us(&mut lags[1]),
+                batch_us(&turns[1]),
+                batch_us(&turns[2])
             ));
             let limit = median(&turns[0]);
             for (w, t) in turns.iter().enumerate().skip(1) {
@@ -445,12 +487,12 @@ async fn history_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
                 let prefilled = (turn + j) % 2 == 1;
                 let per_s = if prefilled {
                     let store = stores::open(backend, &filled_path, false)?;
-                    runner::run(store, 1, shape, job).await?
+                    runner::run(store, 1, shape, job).await?.per_s
                 } else {
                     let empty = stores::new_dir()?;
                     let store =
                         stores::open(backend, &stores::path_in(backend, empty.path()), false)?;
-                    let per_s = runner::run(store, 1, shape, job).await?;
+                    let per_s = runner::run(store, 1, shape, job).await?.per_s;
                     drop(empty);
                     per_s
                 };

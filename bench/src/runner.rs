@@ -1,7 +1,7 @@
 //! `runner` and `history` rows: the [`Runner`] end to end with an instant fetch, and beside it
 //! the raw loop of the same store calls.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -95,13 +95,44 @@ pub fn result() -> TargetResult {
     }
 }
 
-/// The instant fetch.
-pub async fn instant(
-    _caller: Arc<Caller>,
-    _target: Target,
-    _cancel: CancellationToken,
-) -> Result<TargetResult, FetchError> {
-    Ok(result())
+/// When a batch's first target was fetched (the instant fetch marks it).
+pub struct FirstFetch {
+    epoch: Instant,
+    /// Nanoseconds after `epoch`; 0 until the batch's first fetch.
+    at: AtomicU64,
+}
+
+impl FirstFetch {
+    fn new() -> Self {
+        FirstFetch {
+            epoch: Instant::now(),
+            at: AtomicU64::new(0),
+        }
+    }
+
+    /// Notes now, if this is the batch's first fetch: one load for every later one.
+    fn mark(&self) {
+        if self.at.load(Ordering::Relaxed) == 0 {
+            let ns = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            let _ = self
+                .at
+                .compare_exchange(0, ns.max(1), Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
+
+    /// Readies it for the next batch (its workers idle: the last batch is all stored).
+    fn reset(&self) {
+        self.at.store(0, Ordering::SeqCst);
+    }
+
+    /// How long after `t0` the first fetch was (the hook that reported the batch done came
+    /// after it, under locks, so its mark is seen here).
+    fn after(&self, t0: Instant) -> Option<Duration> {
+        match self.at.load(Ordering::SeqCst) {
+            0 => None,
+            ns => Some((self.epoch + Duration::from_nanos(ns)).saturating_duration_since(t0)),
+        }
+    }
 }
 
 fn url(job: usize, idx: usize) -> String {
@@ -141,6 +172,17 @@ impl Shape {
     }
 }
 
+/// What one runner run measured.
+#[derive(Debug, Clone, Copy)]
+pub struct Ran {
+    /// Targets stored per second.
+    pub per_s: f64,
+    /// The median over its batches of how long after the batch's first submit began its
+    /// first target was fetched: that submit, then the wake-up of a worker idle since the
+    /// batch before.
+    pub first_fetch: Duration,
+}
+
 /// Targets stored per second by a runner with `workers` on `store`: each rep submits `live`
 /// jobs up front and waits until all are done; the clock runs from each rep's first submit to
 /// its last stored target (as the hook of its last job saw it, not when the bench woke).
@@ -150,9 +192,21 @@ pub async fn run(
     workers: usize,
     shape: Shape,
     first_job: usize,
-) -> Result<f64, StoreError> {
+) -> Result<Ran, StoreError> {
     let hooks = Arc::new(Finished::default());
+    let first = Arc::new(FirstFetch::new());
+    let seen = first.clone();
+    // The instant fetch: marks `first`, then returns [`result`] from its first poll. (Its
+    // future holds the arguments until then, as an `async fn` fetch's would.)
+    let instant = move |caller: Arc<Caller>, target: Target, cancel: CancellationToken| {
+        seen.mark();
+        async move {
+            drop((caller, target, cancel));
+            Ok::<_, FetchError>(result())
+        }
+    };
     let runner = Runner::start(store, instant, config(workers, hooks.clone())).await?;
+    let mut lags = Vec::with_capacity(shape.reps);
     let caller = caller();
     let mut busy = Duration::ZERO;
     let mut job = first_job;
@@ -170,6 +224,7 @@ pub async fn run(
             })
             .collect();
         goal += shape.live;
+        first.reset();
         let t0 = Instant::now();
         for targets in batch {
             match runner
@@ -183,9 +238,14 @@ pub async fn run(
         }
         let end = hooks.wait_for(goal).await;
         busy += end.saturating_duration_since(t0);
+        lags.extend(first.after(t0));
     }
     runner.close().await;
-    Ok(shape.targets() as f64 / busy.as_secs_f64())
+    lags.sort();
+    Ok(Ran {
+        per_s: shape.targets() as f64 / busy.as_secs_f64(),
+        first_fetch: lags.get(lags.len() / 2).copied().unwrap_or_default(),
+    })
 }
 
 fn unix_now() -> i64 {
@@ -310,4 +370,25 @@ pub async fn prefill(store: &dyn BatchStore, jobs: usize) -> Result<(), StoreErr
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_fetch_keeps_the_first_mark_of_a_batch_until_reset() {
+        let f = FirstFetch::new();
+        let t0 = Instant::now();
+        assert_eq!(f.after(t0), None);
+        std::thread::sleep(Duration::from_millis(2));
+        f.mark();
+        let first = f.after(t0).unwrap();
+        assert!(first >= Duration::from_millis(2), "{first:?}");
+        std::thread::sleep(Duration::from_millis(2));
+        f.mark();
+        assert_eq!(f.after(t0), Some(first));
+        f.reset();
+        assert_eq!(f.after(t0), None);
+    }
 }
