@@ -128,9 +128,24 @@ impl Config {
     pub fn effective_ttl(&self) -> Duration {
         or(self.ttl, DEFAULT_TTL)
     }
-    /// The effective TTL in whole seconds (at least 1).
+    /// The reuse window in whole seconds ([`Caps::ttl_secs`](crate::Caps::ttl_secs)): the
+    /// effective TTL rounded up (at least 1). A job is reused while its lease is younger than
+    /// the TTL; leases and now are whole seconds, so an age is under the TTL exactly when it is
+    /// under the TTL rounded up (an age of 1 s is under a TTL of 1.5 s).
     pub fn ttl_secs(&self) -> i64 {
-        i64::try_from(self.effective_ttl().as_secs().max(1)).unwrap_or(i64::MAX)
+        let ttl = self.effective_ttl();
+        let up = ttl
+            .as_secs()
+            .saturating_add(u64::from(ttl.subsec_nanos() > 0));
+        i64::try_from(up.max(1)).unwrap_or(i64::MAX)
+    }
+
+    /// The age in whole seconds past which sweep deletes a terminal job
+    /// ([`BatchStore::sweep`](crate::BatchStore::sweep)'s `ttl_secs`): the effective TTL rounded
+    /// down. A job is swept once its lease is older than `now − ttl`; in whole seconds, once
+    /// its age is over the TTL rounded down (an age of 1 s is over a TTL of 0.5 s).
+    pub fn sweep_ttl_secs(&self) -> i64 {
+        i64::try_from(self.effective_ttl().as_secs()).unwrap_or(i64::MAX)
     }
     /// The effective targets-per-job cap.
     pub fn effective_targets_per_job(&self) -> usize {
@@ -226,6 +241,29 @@ mod tests {
         .normalized();
         let d = Config::default();
         assert_eq!(format!("{c:?}"), format!("{d:?}"));
+    }
+
+    #[test]
+    fn a_fractional_ttl_rounds_up_for_reuse_and_down_for_sweep() {
+        for (ttl_ms, reuse, sweep) in [
+            (1_500, 2, 1),
+            (500, 1, 0),
+            (1, 1, 0),
+            (5_000, 5, 5),
+            (86_400_000, 86_400, 86_400),
+        ] {
+            let c = Config {
+                ttl: Duration::from_millis(ttl_ms),
+                ..Config::default()
+            };
+            assert_eq!(
+                (c.ttl_secs(), c.sweep_ttl_secs()),
+                (reuse, sweep),
+                "{ttl_ms} ms"
+            );
+        }
+        let d = Config::default();
+        assert_eq!((d.ttl_secs(), d.sweep_ttl_secs()), (86_400, 86_400));
     }
 
     #[test]

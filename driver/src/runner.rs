@@ -256,7 +256,7 @@ impl Runner {
                 // The job is dispatchable now: an idle worker need not wait out the sweep.
                 inner.wake_idle();
                 debug!(job = %job.id, targets = job.targets.len(), "job created");
-                match inner.store().sweep(now, inner.caps.ttl_secs).await {
+                match inner.store().sweep(now, inner.cfg.sweep_ttl_secs()).await {
                     Ok(0) => {}
                     Ok(n) => debug!(jobs = n, "swept expired jobs"),
                     Err(e) => warn!(job = %job.id, error = %e, "store: sweep failed"),

@@ -95,6 +95,7 @@ macro_rules! runner_tests {
                 submit_never_reuses_failed_or_cancelled_jobs,
                 another_caller_with_the_same_targets_gets_its_own_job,
                 reuse_lasts_while_the_lease_is_younger_than_ttl,
+                a_fractional_ttl_is_kept_to_the_second,
                 status_is_a_pure_read,
                 touch_extends_the_lease,
                 concurrent_submits_of_one_key_make_one_job,
@@ -1332,6 +1333,53 @@ pub async fn reuse_lasts_while_the_lease_is_younger_than_ttl(
         "not reused once the lease is ttl old"
     );
     r.terminal(&got.id).await?;
+    r.close().await
+}
+
+/// A TTL of a fraction of a second is kept to the second as the times are: under a TTL of
+/// 1.5 s a job whose lease is 1 s old is younger than the TTL, so reused, and one 2 s old is
+/// not; under a TTL of 0.5 s a done job whose lease is 1 s old is older than `now − ttl`, so
+/// the next submit's sweep deletes it, and one of the same second is kept.
+pub async fn a_fractional_ttl_is_kept_to_the_second(store: Arc<dyn BatchStore>) -> TestResult {
+    let cfg = Config {
+        ttl: Duration::from_millis(1500),
+        ..config()
+    };
+    let r = rig(store.clone(), Probe::new(), cfg).await?;
+    let a = r.submit("alice", "a", 1).await?;
+    let b = r.submit("alice", "b", 1).await?;
+    r.terminal(&a).await?;
+    r.terminal(&b).await?;
+    r.clock.set(T0 + 1);
+    let got = r.submit_targets("alice", targets("a", 1)).await?;
+    assert_eq!(got, reused(a), "1 s old under a TTL of 1.5 s");
+    r.clock.set(T0 + 2);
+    let got = r.submit_targets("alice", targets("b", 1)).await?;
+    assert!(!got.reused && got.id != b, "2 s old under a TTL of 1.5 s");
+    r.terminal(&got.id).await?;
+    r.close().await?;
+
+    let cfg = Config {
+        ttl: Duration::from_millis(500),
+        ..config()
+    };
+    let r = rig(store, Probe::new(), cfg).await?;
+    let old = r.submit("carol", "c", 1).await?;
+    r.terminal(&old).await?;
+    let kept = r.submit("dave", "d", 1).await?;
+    assert!(
+        r.store.job(&old).await?.is_some(),
+        "0 s old under a TTL of 0.5 s is kept"
+    );
+    r.terminal(&kept).await?;
+    r.clock.set(T0 + 1);
+    let e = r.submit("erin", "e", 1).await?;
+    assert_eq!(
+        r.store.job(&old).await?.map(|j| j.id),
+        None,
+        "1 s old under a TTL of 0.5 s is swept"
+    );
+    r.terminal(&e).await?;
     r.close().await
 }
 
