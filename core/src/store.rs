@@ -80,6 +80,21 @@ impl TargetRow {
         }
     }
 
+    /// What a read gives for target `idx` when its stored row cannot be decoded (SPEC §5: the
+    /// job's other targets are still shown): `failed`, no URL, options or result, and `error`
+    /// naming the corruption (`corrupt stored target row: …`). Never written back.
+    pub fn corrupt(idx: usize, why: impl std::fmt::Display) -> Self {
+        TargetRow {
+            idx,
+            url: String::new(),
+            options: String::new(),
+            status: TargetState::Failed,
+            result: None,
+            error: format!("corrupt stored target row: {why}"),
+            hint: String::new(),
+        }
+    }
+
     /// The bytes this row holds, as counted in [`JobRow::n_bytes`]: the lengths of url,
     /// options, result, error and hint.
     pub fn n_bytes(&self) -> u64 {
@@ -304,7 +319,8 @@ pub trait BatchStore: Send + Sync {
     /// The job `id`, if stored.
     async fn job(&self, id: &str) -> Result<Option<JobRow>, StoreError>;
 
-    /// The targets of job `id` in idx order; empty for an unknown id.
+    /// The targets of job `id` in idx order; empty for an unknown id. A target whose stored
+    /// row cannot be decoded is given as [`TargetRow::corrupt`], not as an error for the job.
     async fn targets(&self, id: &str) -> Result<Vec<TargetRow>, StoreError>;
 
     /// The job `id` and its targets in idx order, read as of one moment (no write between the

@@ -585,7 +585,15 @@ fn load_targets(
         .map_err(&e)?
     {
         let (k, v) = entry.map_err(&e)?;
-        out.push(decode_target(k.value().1 - 1, v.value())?);
+        let slot = k.value().1 - 1;
+        out.push(match decode_target(slot, v.value()) {
+            Ok(t) => t,
+            // A row that cannot be decoded does not hide the job's other targets.
+            Err(StoreError::Corrupt(why)) => {
+                TargetRow::corrupt(usize::try_from(slot).unwrap_or(out.len()), why)
+            }
+            Err(other) => return Err(other),
+        });
     }
     Ok(out)
 }

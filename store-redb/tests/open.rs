@@ -294,13 +294,19 @@ async fn a_row_that_cannot_be_decoded_reads_as_corrupt_not_a_panic() {
     let s = RedbStore::open(&path).unwrap();
     for r in [
         s.job(&id(1)).await.map(|_| ()),
-        s.targets(&id(1)).await.map(|_| ()),
         s.touch(&id(1), 200).await.map(|_| ()),
         s.start_target(&id(1), 1, 200).await.map(|_| ()),
         s.verify().map(|_| ()),
     ] {
         assert!(matches!(r, Err(StoreError::Corrupt(_))), "{r:?}");
     }
+    // A read of the targets gives the damaged one as corrupt, the others as stored.
+    let targets = s.targets(&id(1)).await.unwrap();
+    assert!(
+        targets[1].error.starts_with("corrupt stored target row"),
+        "{targets:?}"
+    );
+    assert!(targets[0].error.is_empty(), "{targets:?}");
 }
 
 #[test]

@@ -10,7 +10,8 @@ pub(crate) fn sql(context: &str, e: rusqlite::Error) -> StoreError {
     match &e {
         rusqlite::Error::FromSqlConversionFailure(..)
         | rusqlite::Error::IntegralValueOutOfRange(..)
-        | rusqlite::Error::InvalidColumnType(..) => StoreError::Corrupt(format!("{context}: {e}")),
+        | rusqlite::Error::InvalidColumnType(..)
+        | rusqlite::Error::Utf8Error(..) => StoreError::Corrupt(format!("{context}: {e}")),
         rusqlite::Error::SqliteFailure(f, _) => match f.code {
             ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase => {
                 StoreError::Corrupt(format!("{context}: {e}"))
