@@ -4,6 +4,7 @@ use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Poll;
 use std::time::Duration;
 
 use rota_core::machine::{
@@ -43,10 +44,10 @@ pub struct Submitted {
 /// **Dropping a call's future** (a timeout, a client gone away) loses no status write: a
 /// `cancel` or `close` dropped while the store writes a status keeps the write and makes it
 /// again, as one that failed (before the next submit, after each stored target, at close); a
-/// `close` goes on in a task of its own. A `submit` dropped while the store admits its job
-/// leaves it to the store whether the job was stored; one stored so is never run, and stays
-/// `queued` until the next start fails it `interrupted`. (The bundled stores finish every call
-/// in one poll, so their calls cannot be dropped midway.)
+/// `close` goes on in a task of its own; so does a `submit` whose store did not admit its job
+/// in one poll, so that a job the store took is always registered and run, never left
+/// `queued` unrun. (The bundled stores finish every call in one poll, so their calls cannot be
+/// dropped midway.)
 #[derive(Clone)]
 pub struct Runner {
     inner: Arc<Inner>,
@@ -224,48 +225,24 @@ impl Runner {
             targets: rows,
             now,
         };
-        match inner.store().admit(&job, &inner.caps).await? {
-            Admission::Reused { id } => {
-                debug!(job = %id, "submit reused a job");
-                inner.hook(|h| h.job(JobOutcome::Reused));
-                Ok(Submitted { id, reused: true })
-            }
-            Admission::TooManyTargets { max, got } => Err(SubmitError::TooManyTargets { max, got }),
-            Admission::CallerBusy => Err(SubmitError::CallerBusy),
-            Admission::Busy => Err(SubmitError::Busy),
-            Admission::Created => {
-                let accepted = {
-                    let mut st = inner.lock();
-                    let r = st.machine.submit(&job.id, job.targets.len(), inner.mono());
-                    if let Ok(key) = r {
-                        st.callers.insert(key, caller);
-                        // Under the lock that made the job dispatchable: before any worker
-                        // can take it, and so before its terminal outcome is reported.
-                        inner.hook(|h| h.job(JobOutcome::Created));
-                    }
-                    inner.drain(&mut st);
-                    r.is_ok()
-                };
-                if !accepted {
-                    // Closed between the admit and now: the job must not stay live.
-                    inner
-                        .set_status(&job.id, JobStatus::Failed, ERR_CLOSED)
-                        .await;
-                    return Err(SubmitError::Store(StoreError::Closed));
+        // The admit and what follows it run to the end even if this future is dropped (a
+        // caller that gave up): a job the store took is then always registered to run, so it
+        // never stays `queued` unrun, holding its caller's cap. A store that answers in one
+        // poll (the bundled ones) runs here; one that suspends goes on in a task of its own.
+        let mut admitting = Box::pin(self.inner.clone().admit(job, caller));
+        match std::future::poll_fn(|cx| Poll::Ready(admitting.as_mut().poll(cx))).await {
+            Poll::Ready(r) => r,
+            Poll::Pending => match tokio::spawn(admitting).await {
+                Ok(r) => r,
+                Err(e) => {
+                    // Not the error's text: a panic's would carry its value.
+                    warn!(panicked = e.is_panic(), "a submit's admit ended abnormally");
+                    Err(SubmitError::Store(StoreError::backend(
+                        "submitting",
+                        std::io::Error::other("the admit task ended abnormally"),
+                    )))
                 }
-                // The job is dispatchable now: an idle worker need not wait out the sweep.
-                inner.wake_idle();
-                debug!(job = %job.id, targets = job.targets.len(), "job created");
-                match inner.store().sweep(now, inner.cfg.sweep_ttl_secs()).await {
-                    Ok(0) => {}
-                    Ok(n) => debug!(jobs = n, "swept expired jobs"),
-                    Err(e) => warn!(job = %job.id, error = %e, "store: sweep failed"),
-                }
-                Ok(Submitted {
-                    id: job.id,
-                    reused: false,
-                })
-            }
+            },
         }
     }
 
@@ -444,6 +421,56 @@ impl Fetched {
 }
 
 impl Inner {
+    /// Admits `job` and, if the store created it, registers it to run (see
+    /// [`Runner::submit`]).
+    async fn admit(self: Arc<Self>, job: NewJob, caller: Caller) -> Result<Submitted, SubmitError> {
+        let inner = &*self;
+        let now = job.now;
+        match inner.store().admit(&job, &inner.caps).await? {
+            Admission::Reused { id } => {
+                debug!(job = %id, "submit reused a job");
+                inner.hook(|h| h.job(JobOutcome::Reused));
+                Ok(Submitted { id, reused: true })
+            }
+            Admission::TooManyTargets { max, got } => Err(SubmitError::TooManyTargets { max, got }),
+            Admission::CallerBusy => Err(SubmitError::CallerBusy),
+            Admission::Busy => Err(SubmitError::Busy),
+            Admission::Created => {
+                let accepted = {
+                    let mut st = inner.lock();
+                    let r = st.machine.submit(&job.id, job.targets.len(), inner.mono());
+                    if let Ok(key) = r {
+                        st.callers.insert(key, caller);
+                        // Under the lock that made the job dispatchable: before any worker
+                        // can take it, and so before its terminal outcome is reported.
+                        inner.hook(|h| h.job(JobOutcome::Created));
+                    }
+                    inner.drain(&mut st);
+                    r.is_ok()
+                };
+                if !accepted {
+                    // Closed between the admit and now: the job must not stay live.
+                    inner
+                        .set_status(&job.id, JobStatus::Failed, ERR_CLOSED)
+                        .await;
+                    return Err(SubmitError::Store(StoreError::Closed));
+                }
+                // The job is dispatchable now: an idle worker need not wait out the sweep.
+                inner.wake_idle();
+                debug!(job = %job.id, targets = job.targets.len(), "job created");
+                match inner.store().sweep(now, inner.cfg.sweep_ttl_secs()).await {
+                    Ok(0) => {}
+                    Ok(n) => debug!(jobs = n, "swept expired jobs"),
+                    Err(e) => warn!(job = %job.id, error = %e, "store: sweep failed"),
+                }
+                Ok(Submitted {
+                    id: job.id,
+                    reused: false,
+                })
+            }
+        }
+    }
+
     async fn close_now(self: Arc<Self>) {
         let inner = &*self;
         let ended = {

@@ -119,6 +119,7 @@ macro_rules! runner_tests {
                 cancel_lets_the_inflight_target_finish_and_starts_nothing_more,
                 cancel_while_a_stored_target_is_reported_starts_nothing_more,
                 a_cancel_dropped_mid_write_still_ends_the_job_cancelled,
+                a_submit_dropped_mid_admit_still_runs_its_job,
                 cancel_of_a_queued_job_leaves_every_target_pending,
                 cancelled_is_never_overwritten_by_the_last_inflight_outcome,
                 cancel_is_false_for_unknown_terminal_and_cancelled_ids,
@@ -721,6 +722,7 @@ pub struct Shared {
     inner: Arc<dyn BatchStore>,
     accepted: Mutex<Vec<(String, usize, TargetWrite)>>,
     status_gate: Mutex<Option<Arc<Semaphore>>>,
+    admit_gate: Mutex<Option<Arc<Semaphore>>>,
 }
 
 impl Shared {
@@ -730,6 +732,7 @@ impl Shared {
             inner,
             accepted: Mutex::new(Vec::new()),
             status_gate: Mutex::new(None),
+            admit_gate: Mutex::new(None),
         }
     }
 
@@ -746,6 +749,19 @@ impl Shared {
         }
     }
 
+    /// From now on, an `admit` call waits (suspended, after the wrapped store has admitted the
+    /// job) until [`release_admit`](Self::release_admit).
+    pub fn hold_admit(&self) {
+        *lock(&self.admit_gate) = Some(Arc::new(Semaphore::new(0)));
+    }
+
+    /// Lets the held `admit` calls (and every later one) answer.
+    pub fn release_admit(&self) {
+        if let Some(gate) = lock(&self.admit_gate).take() {
+            gate.close();
+        }
+    }
+
     /// Every accepted done or failed target write, as (job id, idx, write).
     pub fn accepted(&self) -> Vec<(String, usize, TargetWrite)> {
         lock(&self.accepted).clone()
@@ -755,7 +771,13 @@ impl Shared {
 #[async_trait]
 impl BatchStore for Shared {
     async fn admit(&self, job: &NewJob, caps: &Caps) -> Result<Admission, StoreError> {
-        self.inner.admit(job, caps).await
+        let r = self.inner.admit(job, caps).await;
+        let gate = lock(&self.admit_gate).clone();
+        if let Some(gate) = gate {
+            // Closed on release: the wait ends with an error, which is the signal.
+            let _ = gate.acquire().await;
+        }
+        r
     }
     async fn job(&self, id: &str) -> Result<Option<JobRow>, StoreError> {
         self.inner.job(id).await
@@ -2355,6 +2377,33 @@ pub async fn a_cancel_dropped_mid_write_still_ends_the_job_cancelled(
     assert_eq!(r.probe.started(), [url("a", 0)]);
     assert_eq!(r.hooks.count(JobOutcome::Cancelled), 1, "once");
     Ok(())
+}
+
+/// A submit whose caller gives up while a store that suspends is admitting its job (its
+/// future dropped after the store wrote the job) still has the job run: it is not left
+/// `queued` unrun, holding its caller's cap, nor reused while it never runs.
+pub async fn a_submit_dropped_mid_admit_still_runs_its_job(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let shared = Arc::new(Shared::new(store));
+    let r = rig(shared.clone(), Probe::new(), config()).await?;
+    shared.hold_admit();
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(50),
+        r.runner
+            .submit(caller("alice"), CallerClass::Fleet, targets("a", 2)),
+    )
+    .await;
+    assert!(gave_up.is_err(), "the submit waits on the held admit");
+    shared.release_admit();
+    r.started(&url("a", 1), 1).await?;
+    let again = r.submit_targets("alice", targets("a", 2)).await?;
+    assert!(again.reused, "the same targets reuse the job: {again:?}");
+    let v = r.terminal(&again.id).await?;
+    assert_eq!(v.job.status, JobStatus::Done);
+    assert_eq!(r.probe.started(), [url("a", 0), url("a", 1)]);
+    assert_eq!(r.hooks.count(JobOutcome::Created), 1);
+    r.close().await
 }
 
 /// Cancelling a queued job leaves it `cancelled` with every target `pending`; none is fetched.
