@@ -721,8 +721,33 @@ impl LogCapture {
 pub struct Shared {
     inner: Arc<dyn BatchStore>,
     accepted: Mutex<Vec<(String, usize, TargetWrite)>>,
-    status_gate: Mutex<Option<Arc<Semaphore>>>,
-    admit_gate: Mutex<Option<Arc<Semaphore>>>,
+    status_gate: Gate,
+    admit_gate: Gate,
+}
+
+/// Where a held store call waits: shut by `hold`, open again (for the waiting calls and every
+/// later one) by `release`.
+#[derive(Default)]
+struct Gate(Mutex<Option<Arc<Semaphore>>>);
+
+impl Gate {
+    fn hold(&self) {
+        *lock(&self.0) = Some(Arc::new(Semaphore::new(0)));
+    }
+
+    fn release(&self) {
+        if let Some(gate) = lock(&self.0).take() {
+            gate.close();
+        }
+    }
+
+    async fn pass(&self) {
+        let gate = lock(&self.0).clone();
+        if let Some(gate) = gate {
+            // Closed on release: the wait ends with an error, which is the signal.
+            let _ = gate.acquire().await;
+        }
+    }
 }
 
 impl Shared {
@@ -731,35 +756,31 @@ impl Shared {
         Shared {
             inner,
             accepted: Mutex::new(Vec::new()),
-            status_gate: Mutex::new(None),
-            admit_gate: Mutex::new(None),
+            status_gate: Gate::default(),
+            admit_gate: Gate::default(),
         }
     }
 
     /// From now on, a `set_status` call waits (suspended, before it reaches the wrapped store)
     /// until [`release_set_status`](Self::release_set_status).
     pub fn hold_set_status(&self) {
-        *lock(&self.status_gate) = Some(Arc::new(Semaphore::new(0)));
+        self.status_gate.hold();
     }
 
     /// Lets the held `set_status` calls (and every later one) go on.
     pub fn release_set_status(&self) {
-        if let Some(gate) = lock(&self.status_gate).take() {
-            gate.close();
-        }
+        self.status_gate.release();
     }
 
     /// From now on, an `admit` call waits (suspended, after the wrapped store has admitted the
     /// job) until [`release_admit`](Self::release_admit).
     pub fn hold_admit(&self) {
-        *lock(&self.admit_gate) = Some(Arc::new(Semaphore::new(0)));
+        self.admit_gate.hold();
     }
 
     /// Lets the held `admit` calls (and every later one) answer.
     pub fn release_admit(&self) {
-        if let Some(gate) = lock(&self.admit_gate).take() {
-            gate.close();
-        }
+        self.admit_gate.release();
     }
 
     /// Every accepted done or failed target write, as (job id, idx, write).
@@ -772,11 +793,7 @@ impl Shared {
 impl BatchStore for Shared {
     async fn admit(&self, job: &NewJob, caps: &Caps) -> Result<Admission, StoreError> {
         let r = self.inner.admit(job, caps).await;
-        let gate = lock(&self.admit_gate).clone();
-        if let Some(gate) = gate {
-            // Closed on release: the wait ends with an error, which is the signal.
-            let _ = gate.acquire().await;
-        }
+        self.admit_gate.pass().await;
         r
     }
     async fn job(&self, id: &str) -> Result<Option<JobRow>, StoreError> {
@@ -819,11 +836,7 @@ impl BatchStore for Shared {
         error: &str,
         now: i64,
     ) -> Result<bool, StoreError> {
-        let gate = lock(&self.status_gate).clone();
-        if let Some(gate) = gate {
-            // Closed on release: the wait ends with an error, which is the signal.
-            let _ = gate.acquire().await;
-        }
+        self.status_gate.pass().await;
         self.inner.set_status(id, status, error, now).await
     }
     async fn touch(&self, id: &str, now: i64) -> Result<bool, StoreError> {
