@@ -129,7 +129,7 @@ impl Config {
         or(self.ttl, DEFAULT_TTL)
     }
     /// The reuse window in whole seconds ([`Caps::ttl_secs`](crate::Caps::ttl_secs)): the
-    /// effective TTL rounded up (at least 1). A job is reused while its lease is younger than
+    /// effective TTL rounded up (at least 1, as the effective TTL is never zero). A job is reused while its lease is younger than
     /// the TTL; leases and now are whole seconds, so an age is under the TTL exactly when it is
     /// under the TTL rounded up (an age of 1 s is under a TTL of 1.5 s).
     pub fn ttl_secs(&self) -> i64 {
@@ -137,7 +137,7 @@ impl Config {
         let up = ttl
             .as_secs()
             .saturating_add(u64::from(ttl.subsec_nanos() > 0));
-        i64::try_from(up.max(1)).unwrap_or(i64::MAX)
+        i64::try_from(up).unwrap_or(i64::MAX)
     }
 
     /// The age in whole seconds past which sweep deletes a terminal job

@@ -425,7 +425,6 @@ impl Inner {
     /// [`Runner::submit`]).
     async fn admit(self: Arc<Self>, job: NewJob, caller: Caller) -> Result<Submitted, SubmitError> {
         let inner = &*self;
-        let now = job.now;
         match inner.store().admit(&job, &inner.caps).await? {
             Admission::Reused { id } => {
                 debug!(job = %id, "submit reused a job");
@@ -458,7 +457,11 @@ impl Inner {
                 // The job is dispatchable now: an idle worker need not wait out the sweep.
                 inner.wake_idle();
                 debug!(job = %job.id, targets = job.targets.len(), "job created");
-                match inner.store().sweep(now, inner.cfg.sweep_ttl_secs()).await {
+                match inner
+                    .store()
+                    .sweep(job.now, inner.cfg.sweep_ttl_secs())
+                    .await
+                {
                     Ok(0) => {}
                     Ok(n) => debug!(jobs = n, "swept expired jobs"),
                     Err(e) => warn!(job = %job.id, error = %e, "store: sweep failed"),

@@ -275,37 +275,27 @@ pub(crate) fn job(conn: &Connection, id: &str) -> Result<Option<JobRow>, StoreEr
         .map_err(e)
 }
 
-/// Job `id`'s targets in idx order. A row whose values cannot be decoded (text that is not
-/// UTF-8, a value of the wrong type, an unknown state) is given as [`TargetRow::corrupt`], so
-/// that the job's other targets are still read; any other error fails the read.
+/// Job `id`'s targets in idx order. A row whose values cannot be decoded (what [`ctx`] calls
+/// corrupt: text that is not UTF-8, a value of the wrong type, an unknown state) is given as
+/// [`TargetRow::corrupt`], so that the job's other targets are still read; any other error
+/// fails the read.
 pub(crate) fn targets(conn: &Connection, id: &str) -> Result<Vec<TargetRow>, StoreError> {
     let e = ctx("reading a job's targets");
     let mut stmt = conn.prepare_cached(TARGETS).map_err(&e)?;
     let mut rows = stmt.query([id]).map_err(&e)?;
     let mut out = Vec::new();
     while let Some(r) = rows.next().map_err(&e)? {
-        out.push(match target_row(r, 0) {
+        out.push(match target_row(r, 0).map_err(&e) {
             Ok(t) => t,
-            Err(err) if undecodable(&err) => {
+            Err(StoreError::Corrupt(why)) => {
                 // The idx column if it reads, else the row's place (rows come in idx order).
                 let idx = r.get::<_, usize>(0).unwrap_or(out.len());
-                TargetRow::corrupt(idx, err)
+                TargetRow::corrupt(idx, why)
             }
-            Err(err) => return Err(e(err)),
+            Err(other) => return Err(other),
         });
     }
     Ok(out)
-}
-
-/// Whether `e` says a stored value could not be decoded (rather than that the read failed).
-fn undecodable(e: &rusqlite::Error) -> bool {
-    matches!(
-        e,
-        rusqlite::Error::FromSqlConversionFailure(..)
-            | rusqlite::Error::IntegralValueOutOfRange(..)
-            | rusqlite::Error::InvalidColumnType(..)
-            | rusqlite::Error::Utf8Error(..)
-    )
 }
 
 /// A job's key and status, and its target `idx` with that target's rowid.
