@@ -47,7 +47,11 @@ pub struct Submitted {
 /// `close` goes on in a task of its own; so does a `submit` whose store did not admit its job
 /// in one poll, so that a job the store took is always registered and run, never left
 /// `queued` unrun. (The bundled stores finish every call in one poll, so their calls cannot be
-/// dropped midway.)
+/// dropped midway.) Polled outside a tokio runtime (by another executor), where no task can
+/// be spawned, `close` and such a `submit` go on in the call itself: a submit dropped there
+/// midway can leave its job `queued`, unrun, until the next start.
+///
+/// The runner's workers are tokio tasks: [`start`](Runner::start) needs a tokio runtime.
 #[derive(Clone)]
 pub struct Runner {
     inner: Arc<Inner>,
@@ -228,21 +232,27 @@ impl Runner {
         // The admit and what follows it run to the end even if this future is dropped (a
         // caller that gave up): a job the store took is then always registered to run, so it
         // never stays `queued` unrun, holding its caller's cap. A store that answers in one
-        // poll (the bundled ones) runs here; one that suspends goes on in a task of its own.
+        // poll (the bundled ones) runs here; one that suspends goes on in a task of its own
+        // (outside a tokio runtime, where no task can be spawned, here: as close does).
         let mut admitting = Box::pin(self.inner.clone().admit(job, caller));
-        match std::future::poll_fn(|cx| Poll::Ready(admitting.as_mut().poll(cx))).await {
-            Poll::Ready(r) => r,
-            Poll::Pending => match tokio::spawn(admitting).await {
-                Ok(r) => r,
-                Err(e) => {
-                    // Not the error's text: a panic's would carry its value.
-                    warn!(panicked = e.is_panic(), "a submit's admit ended abnormally");
-                    Err(SubmitError::Store(StoreError::backend(
-                        "submitting",
-                        std::io::Error::other("the admit task ended abnormally"),
-                    )))
-                }
+        let first = std::future::poll_fn(|cx| Poll::Ready(admitting.as_mut().poll(cx))).await;
+        let rt = match first {
+            Poll::Ready(r) => return r,
+            Poll::Pending => match tokio::runtime::Handle::try_current() {
+                Ok(rt) => rt,
+                Err(_) => return admitting.await,
             },
+        };
+        match rt.spawn(admitting).await {
+            Ok(r) => r,
+            Err(e) => {
+                // Not the error's text: a panic's would carry its value.
+                warn!(panicked = e.is_panic(), "a submit's admit ended abnormally");
+                Err(SubmitError::Store(StoreError::backend(
+                    "submitting",
+                    std::io::Error::other("the admit task ended abnormally"),
+                )))
+            }
         }
     }
 

@@ -120,6 +120,7 @@ macro_rules! runner_tests {
                 cancel_while_a_stored_target_is_reported_starts_nothing_more,
                 a_cancel_dropped_mid_write_still_ends_the_job_cancelled,
                 a_submit_dropped_mid_admit_still_runs_its_job,
+                a_submit_outside_a_runtime_whose_admit_suspends_finishes_and_runs,
                 cancel_of_a_queued_job_leaves_every_target_pending,
                 cancelled_is_never_overwritten_by_the_last_inflight_outcome,
                 cancel_is_false_for_unknown_terminal_and_cancelled_ids,
@@ -728,24 +729,30 @@ pub struct Shared {
 /// Where a held store call waits: shut by `hold`, open again (for the waiting calls and every
 /// later one) by `release`.
 #[derive(Default)]
-struct Gate(Mutex<Option<Arc<Semaphore>>>);
+struct Gate {
+    shut: Mutex<Option<Arc<Semaphore>>>,
+    /// Calls waiting at the gate now.
+    waiting: std::sync::atomic::AtomicUsize,
+}
 
 impl Gate {
     fn hold(&self) {
-        *lock(&self.0) = Some(Arc::new(Semaphore::new(0)));
+        *lock(&self.shut) = Some(Arc::new(Semaphore::new(0)));
     }
 
     fn release(&self) {
-        if let Some(gate) = lock(&self.0).take() {
+        if let Some(gate) = lock(&self.shut).take() {
             gate.close();
         }
     }
 
     async fn pass(&self) {
-        let gate = lock(&self.0).clone();
+        let gate = lock(&self.shut).clone();
         if let Some(gate) = gate {
+            self.waiting.fetch_add(1, Ordering::SeqCst);
             // Closed on release: the wait ends with an error, which is the signal.
             let _ = gate.acquire().await;
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }
@@ -781,6 +788,18 @@ impl Shared {
     /// Lets the held `admit` calls (and every later one) answer.
     pub fn release_admit(&self) {
         self.admit_gate.release();
+    }
+
+    /// Waits (up to 10 s) until `n` admit calls are held.
+    pub async fn admits_held(&self, n: usize) -> TestResult {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.admit_gate.waiting.load(Ordering::SeqCst) != n {
+            if Instant::now() > deadline {
+                return Err(format!("{n} admits never held").into());
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        Ok(())
     }
 
     /// Every accepted done or failed target write, as (job id, idx, write).
@@ -2417,6 +2436,51 @@ pub async fn a_submit_dropped_mid_admit_still_runs_its_job(
     assert_eq!(r.probe.started(), [url("a", 0), url("a", 1)]);
     assert_eq!(r.hooks.count(JobOutcome::Created), 1);
     r.close().await
+}
+
+/// A submit polled outside any tokio runtime (by another executor, here a plain thread's
+/// `block_on`), whose store suspends in admit, finishes there: no task is spawned (which would
+/// panic outside a runtime), and the job runs.
+pub async fn a_submit_outside_a_runtime_whose_admit_suspends_finishes_and_runs(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let shared = Arc::new(Shared::new(store));
+    let r = rig(shared.clone(), Probe::new(), config()).await?;
+    shared.hold_admit();
+    let runner = r.runner.clone();
+    let submit = std::thread::spawn(move || {
+        block_on(runner.submit(caller("alice"), CallerClass::Fleet, targets("a", 2)))
+    });
+    shared.admits_held(1).await?;
+    shared.release_admit();
+    let submitted = tokio::task::spawn_blocking(move || submit.join())
+        .await?
+        .map_err(|_| "the submit's thread panicked")??;
+    assert!(!submitted.reused);
+    let v = r.terminal(&submitted.id).await?;
+    assert_eq!(v.job.status, JobStatus::Done);
+    assert_eq!(r.probe.started(), [url("a", 0), url("a", 1)]);
+    r.close().await
+}
+
+/// Polls `fut` to its end on this thread, parking between polls: an executor that is not
+/// tokio's.
+fn block_on<F: std::future::Future>(fut: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if let std::task::Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::park();
+    }
 }
 
 /// Cancelling a queued job leaves it `cancelled` with every target `pending`; none is fetched.
