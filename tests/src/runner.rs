@@ -2411,15 +2411,21 @@ pub async fn a_cancel_dropped_mid_write_still_ends_the_job_cancelled(
     Ok(())
 }
 
+/// A rig over a [`Shared`] store whose admits are held from the start.
+async fn rig_holding_admits(store: Arc<dyn BatchStore>) -> Res<(Arc<Shared>, Rig)> {
+    let shared = Arc::new(Shared::new(store));
+    let r = rig(shared.clone(), Probe::new(), config()).await?;
+    shared.hold_admit();
+    Ok((shared, r))
+}
+
 /// A submit whose caller gives up while a store that suspends is admitting its job (its
 /// future dropped after the store wrote the job) still has the job run: it is not left
 /// `queued` unrun, holding its caller's cap, nor reused while it never runs.
 pub async fn a_submit_dropped_mid_admit_still_runs_its_job(
     store: Arc<dyn BatchStore>,
 ) -> TestResult {
-    let shared = Arc::new(Shared::new(store));
-    let r = rig(shared.clone(), Probe::new(), config()).await?;
-    shared.hold_admit();
+    let (shared, r) = rig_holding_admits(store).await?;
     let gave_up = tokio::time::timeout(
         Duration::from_millis(50),
         r.runner
@@ -2444,9 +2450,7 @@ pub async fn a_submit_dropped_mid_admit_still_runs_its_job(
 pub async fn a_submit_outside_a_runtime_whose_admit_suspends_finishes_and_runs(
     store: Arc<dyn BatchStore>,
 ) -> TestResult {
-    let shared = Arc::new(Shared::new(store));
-    let r = rig(shared.clone(), Probe::new(), config()).await?;
-    shared.hold_admit();
+    let (shared, r) = rig_holding_admits(store).await?;
     let runner = r.runner.clone();
     let submit = std::thread::spawn(move || {
         block_on(runner.submit(caller("alice"), CallerClass::Fleet, targets("a", 2)))
