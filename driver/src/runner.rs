@@ -41,17 +41,20 @@ pub struct Submitted {
 /// in-flight targets are stored; jobs still live stay live in the store until the next
 /// [`start`](Runner::start) fails them `interrupted`.
 ///
-/// **Dropping a call's future** (a timeout, a client gone away) loses no status write: a
-/// `cancel` or `close` dropped while the store writes a status keeps the write and makes it
-/// again, as one that failed (before the next submit, after each stored target, at close); a
-/// `close` goes on in a task of its own; so does a `submit` whose store did not admit its job
-/// in one poll, so that a job the store took is always registered and run, never left
-/// `queued` unrun. (The bundled stores finish every call in one poll, so their calls cannot be
-/// dropped midway.) Polled outside a tokio runtime (by another executor), where no task can
-/// be spawned, `close` and such a `submit` go on in the call itself: a submit dropped there
-/// midway can leave its job `queued`, unrun, until the next start.
+/// **Dropping a call's future** (a timeout, a client gone away) loses no write: `close` goes
+/// on in a task of its own; so do a `submit` whose store did not admit its job in one poll
+/// (a job the store took is always registered and run, never left `queued` unrun) and a
+/// `cancel` whose store did not write `cancelled` in one poll. (The bundled stores finish
+/// every call in one poll, so their calls cannot be dropped midway.) The tasks are spawned on
+/// the runtime the runner started on, so this holds too for calls polled by another executor.
 ///
-/// The runner's workers are tokio tasks: [`start`](Runner::start) needs a tokio runtime.
+/// **When `close` returns**, no write of a worker, a submit or a cancel is under way or left
+/// to come: close waits for its workers, then for the submits and cancels already writing (a
+/// submit that the closing runner refuses to register fails its stored job `runner closed`),
+/// and then makes its own writes. (A `touch` is not waited for.)
+///
+/// The runner's workers are tokio tasks: [`start`](Runner::start) needs a tokio runtime with
+/// timers.
 #[derive(Clone)]
 pub struct Runner {
     inner: Arc<Inner>,
@@ -87,6 +90,21 @@ struct Inner {
     /// start. `unsettled_any` tells, without the lock, whether there are any.
     unsettled: Mutex<Vec<Unsettled>>,
     unsettled_any: AtomicBool,
+    /// The runtime the runner started on: `close`, and a submit or cancel whose store call
+    /// did not finish in one poll, go on in tasks spawned here (from any thread).
+    rt: tokio::runtime::Handle,
+    /// Submits and cancels writing to the store now (see [`Inner::op`]): close waits for
+    /// them before its last writes, so none lands after close returns.
+    ops: Arc<watch::Sender<usize>>,
+}
+
+/// A submit or cancel under way, counted in [`Inner::ops`] until dropped.
+struct Op(Arc<watch::Sender<usize>>);
+
+impl Drop for Op {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 /// A status write to make again (see [`Inner::settle`]).
@@ -144,7 +162,8 @@ impl std::fmt::Debug for Runner {
 impl Runner {
     /// Recovers the store (every queued or running job it holds becomes `failed` with error
     /// `interrupted`), then starts `cfg.workers` workers on the current tokio runtime (an error
-    /// outside one).
+    /// outside one, or on one built without timers: the workers sleep until a busy target is
+    /// due again).
     pub async fn start(
         store: Arc<dyn BatchStore>,
         fetch: impl Fetch,
@@ -153,6 +172,21 @@ impl Runner {
         let cfg = cfg.normalized();
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|e| StoreError::backend("starting the runner's workers", e))?;
+        // A worker sleeps until a busy target's retry is due: on a runtime without timers that
+        // sleep would panic, so such a runtime is refused here. (tokio tells only by panicking
+        // where the timer is missing; the panic is caught.)
+        let timers = {
+            let _in = runtime.enter();
+            catch_unwind(|| drop(tokio::time::sleep(Duration::ZERO))).is_ok()
+        };
+        if !timers {
+            return Err(StoreError::backend(
+                "starting the runner's workers",
+                std::io::Error::other(
+                    "the tokio runtime has no timers: build it with enable_time or enable_all",
+                ),
+            ));
+        }
         let recovered = store.recover(ERR_INTERRUPTED, cfg.clock.now_unix()).await?;
         if recovered > 0 {
             info!(jobs = recovered, "failed the jobs left live as interrupted");
@@ -180,6 +214,8 @@ impl Runner {
             workers: Mutex::new(Vec::new()),
             unsettled: Mutex::new(Vec::new()),
             unsettled_any: AtomicBool::new(false),
+            rt: runtime.clone(),
+            ops: Arc::new(watch::Sender::new(0)),
             cfg,
         });
         let handles: Vec<JoinHandle<()>> = (0..inner.cfg.workers)
@@ -209,6 +245,15 @@ impl Runner {
         if inner.closing.load(Ordering::SeqCst) {
             return Err(SubmitError::Store(StoreError::Closed));
         }
+        // Counted from here until the job is registered (or failed, if close came first), so
+        // that close waits for this submit's writes: the settle's and the admit's.
+        let op = {
+            let st = inner.lock();
+            if st.machine.is_closed() {
+                return Err(SubmitError::Store(StoreError::Closed));
+            }
+            inner.op(&st)
+        };
         // A job ended by the machine but still live in the store would count against the caps.
         inner.settle().await;
         let idem_key = idem_key(&caller.name, &targets);
@@ -232,18 +277,19 @@ impl Runner {
         // The admit and what follows it run to the end even if this future is dropped (a
         // caller that gave up): a job the store took is then always registered to run, so it
         // never stays `queued` unrun, holding its caller's cap. A store that answers in one
-        // poll (the bundled ones) runs here; one that suspends goes on in a task of its own
-        // (outside a tokio runtime, where no task can be spawned, here: as close does).
+        // poll (the bundled ones) runs here; one that suspends goes on in a task of its own.
         let mut admitting = Box::pin(self.inner.clone().admit(job, caller));
-        let first = std::future::poll_fn(|cx| Poll::Ready(admitting.as_mut().poll(cx))).await;
-        let rt = match first {
-            Poll::Ready(r) => return r,
-            Poll::Pending => match tokio::runtime::Handle::try_current() {
-                Ok(rt) => rt,
-                Err(_) => return admitting.await,
-            },
+        if let Poll::Ready(r) =
+            std::future::poll_fn(|cx| Poll::Ready(admitting.as_mut().poll(cx))).await
+        {
+            return r;
+        }
+        let admitting = async move {
+            let r = admitting.await;
+            drop(op);
+            r
         };
-        match rt.spawn(admitting).await {
+        match inner.rt.spawn(admitting).await {
             Ok(r) => r,
             Err(e) => {
                 // Not the error's text: a panic's would carry its value.
@@ -272,9 +318,11 @@ impl Runner {
                 st.callers.remove(key);
             }
             inner.drain(&mut st);
-            c
+            // Counted under the lock that cancelled the job, so a close waits for the write
+            // below (even one under way: the job was live, so close's workers are not done).
+            c.map(|c| (c, inner.op(&st)))
         };
-        let Some(c) = cancelled else {
+        let Some((c, op)) = cancelled else {
             return false;
         };
         // Reported and woken for before the store write, so that both happen even if this
@@ -285,7 +333,27 @@ impl Runner {
             h.job_seconds(c.elapsed);
         });
         inner.wake_idle();
-        inner.set_status(id, JobStatus::Cancelled, "").await;
+        // The write, like a submit's admit, goes on in a task of its own if the store does not
+        // make it in one poll, so that close, which waits for it, never waits on a caller
+        // that stopped polling. (A failed write is kept and made again, see `set_status`.)
+        let mut writing = Box::pin({
+            let inner = self.inner.clone();
+            let id = id.to_owned();
+            async move {
+                inner.set_status(&id, JobStatus::Cancelled, "").await;
+                // The runner (and so the store) let go of before close is told.
+                drop(inner);
+                drop(op);
+            }
+        });
+        if std::future::poll_fn(|cx| Poll::Ready(writing.as_mut().poll(cx)))
+            .await
+            .is_pending()
+            && let Err(e) = inner.rt.spawn(writing).await
+        {
+            // Not the error's text: a panic's would carry its value.
+            warn!(job = %id, panicked = e.is_panic(), "a cancel's status write ended abnormally");
+        }
         true
     }
 
@@ -315,24 +383,22 @@ impl Runner {
 
     /// Stops the runner: no target starts any more, the fetch token is cancelled, the in-flight
     /// fetches return and their outcomes are stored, then every job still live is `failed` with
-    /// error `runner closed`. Idempotent: a second call waits for the first to finish.
+    /// error `runner closed`; returns once the submits and cancels writing when it began have
+    /// written too. Idempotent: a second call waits for the first to finish.
     pub async fn close(&self) {
         let inner = &self.inner;
         let mut rx = inner.closed.subscribe();
         if !inner.closing.swap(true, Ordering::SeqCst) {
-            // Run by a task of its own, so that a caller dropping its close does not stop it
-            // (outside a tokio runtime, where no task can be spawned, inline).
-            match tokio::runtime::Handle::try_current() {
-                Ok(rt) => {
-                    if let Err(e) = rt.spawn(inner.clone().close_now()).await {
-                        // Not the error's text: a panic's would carry its value.
-                        warn!(
-                            panicked = e.is_panic(),
-                            "closing the runner ended abnormally"
-                        );
-                    }
-                }
-                Err(_) => inner.clone().close_now().await,
+            // Run by a task of its own, so that a caller dropping its close does not stop it.
+            if let Err(e) = inner.rt.spawn(inner.clone().close_now()).await {
+                // Not the error's text: a panic's would carry its value. (A runtime shut down
+                // before the close ran it.) Told closed all the same: a later close must not
+                // wait for ever.
+                warn!(
+                    panicked = e.is_panic(),
+                    "closing the runner ended abnormally"
+                );
+                inner.closed.send_replace(true);
             }
         }
         let _ = rx.wait_for(|done| *done).await;
@@ -501,6 +567,9 @@ impl Inner {
                 warn!(panicked = e.is_panic(), "a worker ended abnormally");
             }
         }
+        // The submits and cancels counted before the machine closed make their writes (a
+        // submit the closed machine refuses fails its job); none can start now.
+        let _ = inner.ops.subscribe().wait_for(|n| *n == 0).await;
         for t in ended {
             inner.set_status(&t.id, JobStatus::Failed, t.error).await;
             inner.report_terminal(&t);
@@ -519,6 +588,15 @@ impl Inner {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         lock(&self.state)
+    }
+
+    /// Counts a submit or cancel under way. Taken under the state lock, by a submit while the
+    /// machine is open, by a cancel that ended a live job: close, which closes the machine
+    /// under that lock, waits for the count to be 0 once its workers are done, and a job
+    /// stays live until its worker is done with it, so close waits for every op counted.
+    fn op(&self, _st: &State) -> Op {
+        self.ops.send_modify(|n| *n += 1);
+        Op(self.ops.clone())
     }
 
     /// The store itself: its methods called on the `Arc` would go through the `Arc<S>`

@@ -129,6 +129,9 @@ macro_rules! runner_tests {
                 close_while_a_stored_target_is_reported_starts_nothing_more,
                 close_leaves_cancelled_jobs_cancelled_and_a_busy_inflight_target_pending,
                 close_returns_even_after_an_earlier_close_was_abandoned,
+                close_waits_for_a_cancels_status_write_under_way,
+                close_waits_for_a_submits_admit_under_way,
+                a_close_polled_by_another_executor_and_dropped_still_closes,
                 close_is_idempotent_and_refuses_later_submits,
                 start_fails_leftover_live_jobs_as_interrupted_and_frees_their_caps,
                 sweep_after_a_submit_deletes_expired_jobs_but_never_a_live_one,
@@ -746,6 +749,18 @@ impl Gate {
         }
     }
 
+    /// Waits (up to 10 s) until `n` calls wait here.
+    async fn held(&self, n: usize, what: &str) -> TestResult {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.waiting.load(Ordering::SeqCst) != n {
+            if Instant::now() > deadline {
+                return Err(format!("{n} {what} calls never held").into());
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        Ok(())
+    }
+
     async fn pass(&self) {
         let gate = lock(&self.shut).clone();
         if let Some(gate) = gate {
@@ -792,14 +807,12 @@ impl Shared {
 
     /// Waits (up to 10 s) until `n` admit calls are held.
     pub async fn admits_held(&self, n: usize) -> TestResult {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while self.admit_gate.waiting.load(Ordering::SeqCst) != n {
-            if Instant::now() > deadline {
-                return Err(format!("{n} admits never held").into());
-            }
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-        Ok(())
+        self.admit_gate.held(n, "admit").await
+    }
+
+    /// Waits (up to 10 s) until `n` set_status calls are held.
+    pub async fn statuses_held(&self, n: usize) -> TestResult {
+        self.status_gate.held(n, "set_status").await
     }
 
     /// Every accepted done or failed target write, as (job id, idx, write).
@@ -2374,7 +2387,8 @@ pub async fn cancel_while_a_stored_target_is_reported_starts_nothing_more(
 
 /// A cancel whose caller gives up while the store is still writing `cancelled` (its future
 /// dropped mid-call, by a timeout or a client gone away, with a store whose write suspends)
-/// still ends the job `cancelled` in the store: the write is made again, as a failed one is.
+/// still ends the job `cancelled` in the store: the write goes on in a task of its own, and
+/// lands as soon as the store answers (not only at the next stored target).
 pub async fn a_cancel_dropped_mid_write_still_ends_the_job_cancelled(
     store: Arc<dyn BatchStore>,
 ) -> TestResult {
@@ -2392,17 +2406,21 @@ pub async fn a_cancel_dropped_mid_write_still_ends_the_job_cancelled(
         "reported all the same"
     );
     shared.release_set_status();
-    assert_eq!(
-        r.row(&a).await?.status,
-        JobStatus::Running,
-        "not written yet"
-    );
-    // a0's stored outcome makes the kept write again.
-    r.probe.release(&url("a", 0));
     let v = until_status(&r.runner, &a, "is cancelled in the store", |v| {
         v.job.status == JobStatus::Cancelled
     })
     .await?;
+    assert_eq!(
+        states(&v),
+        [TargetState::Running, TargetState::Pending],
+        "a0 still held"
+    );
+    r.probe.release(&url("a", 0));
+    let v = until_status(&r.runner, &a, "has a0 stored", |v| {
+        v.targets[0].status == TargetState::Done
+    })
+    .await?;
+    assert_eq!(v.job.status, JobStatus::Cancelled);
     assert_eq!(states(&v), [TargetState::Done, TargetState::Pending]);
     r.close().await?;
     assert_eq!(r.row(&a).await?.status, JobStatus::Cancelled, "still");
@@ -2853,6 +2871,109 @@ pub async fn close_is_idempotent_and_refuses_later_submits(
         "close leaves done jobs done"
     );
     assert_eq!(r.store.live_jobs(None).await?, 0);
+    Ok(())
+}
+
+/// A cancel whose status write is under way (a store that suspends) when close begins: close
+/// waits for it, and the cancel's caller giving up meanwhile does not stop it, so when close
+/// returns the job is `cancelled` in the store, not live.
+pub async fn close_waits_for_a_cancels_status_write_under_way(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let shared = Arc::new(Shared::new(store));
+    let r = rig(shared.clone(), Probe::new(), config()).await?;
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 2).await?;
+    r.started(&url("a", 0), 1).await?;
+    shared.hold_set_status();
+    let cancelling = {
+        let (runner, a) = (r.runner.clone(), a.clone());
+        tokio::spawn(async move { runner.cancel(&a).await })
+    };
+    shared.statuses_held(1).await?;
+    let closing = {
+        let runner = r.runner.clone();
+        tokio::spawn(async move { runner.close().await })
+    };
+    let calls = r.probe.calls();
+    until("close cancels the fetch token", || {
+        calls.iter().all(|c| c.cancel.is_cancelled())
+    })
+    .await?;
+    r.probe.release_all();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!closing.is_finished(), "close waits for the cancel's write");
+    // The cancel's caller gives up (a timeout).
+    cancelling.abort();
+    let _ = cancelling.await;
+    shared.release_set_status();
+    within("close", closing).await??;
+    let row = shared.job(&a).await?.ok_or("job a gone")?;
+    assert_eq!(row.status, JobStatus::Cancelled, "when close returned");
+    assert_eq!(r.hooks.count(JobOutcome::Cancelled), 1);
+    assert_eq!(r.hooks.count(JobOutcome::Failed), 0);
+    Ok(())
+}
+
+/// A submit whose admit is under way (a store that suspends) when close begins: close waits
+/// for it, and the job the store took is `failed` with `runner closed` (the closing runner
+/// does not register it) by the time close returns; the submit answers `runner closed`.
+pub async fn close_waits_for_a_submits_admit_under_way(store: Arc<dyn BatchStore>) -> TestResult {
+    let (shared, r) = rig_holding_admits(store).await?;
+    let submitting = {
+        let runner = r.runner.clone();
+        tokio::spawn(async move {
+            runner
+                .submit(caller("alice"), CallerClass::Fleet, targets("a", 1))
+                .await
+        })
+    };
+    shared.admits_held(1).await?;
+    let closing = {
+        let runner = r.runner.clone();
+        tokio::spawn(async move { runner.close().await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!closing.is_finished(), "close waits for the admit");
+    shared.release_admit();
+    within("close", closing).await??;
+    assert_eq!(shared.live_jobs(None).await?, 0, "when close returned");
+    let got = within("submit", submitting).await??;
+    assert_eq!(got, Err(SubmitError::Store(StoreError::Closed)));
+    assert_eq!(r.probe.calls().len(), 0, "nothing fetched");
+    Ok(())
+}
+
+/// A close polled once by another executor and then dropped (its caller gave up) still
+/// closes: it went on in a task on the runner's runtime, so a later close returns, and the
+/// jobs it ended are `failed` in the store.
+pub async fn a_close_polled_by_another_executor_and_dropped_still_closes(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let r = rig(store, Probe::new(), config()).await?;
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 2).await?;
+    r.started(&url("a", 0), 1).await?;
+    let b = r.submit("bob", "b", 1).await?;
+    let runner = r.runner.clone();
+    std::thread::spawn(move || {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let mut close = Box::pin(runner.close());
+        let first = close.as_mut().poll(&mut cx);
+        assert!(first.is_pending(), "close waits for the held fetch");
+    })
+    .join()
+    .map_err(|_| "the other executor's thread panicked")?;
+    r.probe.release_all();
+    r.close().await?;
+    for id in [&a, &b] {
+        let v = r.view(id).await?;
+        assert_eq!(
+            (v.job.status, v.job.error.as_str()),
+            (JobStatus::Failed, "runner closed"),
+            "{id}"
+        );
+    }
     Ok(())
 }
 
