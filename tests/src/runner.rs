@@ -2874,35 +2874,58 @@ pub async fn close_is_idempotent_and_refuses_later_submits(
     Ok(())
 }
 
+/// A rig over a [`Shared`] store with one job submitted, of `n` targets tagged `tag` (its
+/// caller named after the tag), whose first fetch is held, started; and that job's id.
+async fn rig_with_a_held_fetch(
+    store: Arc<dyn BatchStore>,
+    tag: &str,
+    n: usize,
+) -> Res<(Arc<Shared>, Rig, String)> {
+    let shared = Arc::new(Shared::new(store));
+    let r = rig(shared.clone(), Probe::new(), config()).await?;
+    r.probe.hold(&url(tag, 0));
+    let id = r.submit(tag, tag, n).await?;
+    r.started(&url(tag, 0), 1).await?;
+    Ok((shared, r, id))
+}
+
+/// Waits until close has begun: every fetch so far has its token cancelled.
+async fn until_close_began(r: &Rig) -> TestResult {
+    let calls = r.probe.calls();
+    until("close cancels the fetch tokens", || {
+        calls.iter().all(|c| c.cancel.is_cancelled())
+    })
+    .await
+}
+
+/// Starts a close in a task of its own; once it has begun, lets the held fetches return, and
+/// checks that close still waits (for `on`, a held store call). The close's task.
+async fn close_waiting(r: &Rig, on: &str) -> Res<tokio::task::JoinHandle<()>> {
+    let closing = {
+        let runner = r.runner.clone();
+        tokio::spawn(async move { runner.close().await })
+    };
+    until_close_began(r).await?;
+    r.probe.release_all();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!closing.is_finished(), "close waits for {on}");
+    Ok(closing)
+}
+
 /// A cancel whose status write is under way (a store that suspends) when close begins: close
 /// waits for it, and the cancel's caller giving up meanwhile does not stop it, so when close
 /// returns the job is `cancelled` in the store, not live.
 pub async fn close_waits_for_a_cancels_status_write_under_way(
     store: Arc<dyn BatchStore>,
 ) -> TestResult {
-    let shared = Arc::new(Shared::new(store));
-    let r = rig(shared.clone(), Probe::new(), config()).await?;
-    r.probe.hold(&url("a", 0));
-    let a = r.submit("alice", "a", 2).await?;
-    r.started(&url("a", 0), 1).await?;
+    let (shared, r, a) = rig_with_a_held_fetch(store, "a", 2).await?;
     shared.hold_set_status();
     let cancelling = {
         let (runner, a) = (r.runner.clone(), a.clone());
         tokio::spawn(async move { runner.cancel(&a).await })
     };
     shared.statuses_held(1).await?;
-    let closing = {
-        let runner = r.runner.clone();
-        tokio::spawn(async move { runner.close().await })
-    };
-    let calls = r.probe.calls();
-    until("close cancels the fetch token", || {
-        calls.iter().all(|c| c.cancel.is_cancelled())
-    })
-    .await?;
-    r.probe.release_all();
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(!closing.is_finished(), "close waits for the cancel's write");
+    let closing = close_waiting(&r, "the cancel's write").await?;
     // The cancel's caller gives up (a timeout).
     cancelling.abort();
     let _ = cancelling.await;
@@ -2919,7 +2942,9 @@ pub async fn close_waits_for_a_cancels_status_write_under_way(
 /// for it, and the job the store took is `failed` with `runner closed` (the closing runner
 /// does not register it) by the time close returns; the submit answers `runner closed`.
 pub async fn close_waits_for_a_submits_admit_under_way(store: Arc<dyn BatchStore>) -> TestResult {
-    let (shared, r) = rig_holding_admits(store).await?;
+    // A held fetch, whose token shows when close has begun.
+    let (shared, r, _) = rig_with_a_held_fetch(store, "z", 1).await?;
+    shared.hold_admit();
     let submitting = {
         let runner = r.runner.clone();
         tokio::spawn(async move {
@@ -2929,18 +2954,13 @@ pub async fn close_waits_for_a_submits_admit_under_way(store: Arc<dyn BatchStore
         })
     };
     shared.admits_held(1).await?;
-    let closing = {
-        let runner = r.runner.clone();
-        tokio::spawn(async move { runner.close().await })
-    };
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(!closing.is_finished(), "close waits for the admit");
+    let closing = close_waiting(&r, "the admit").await?;
     shared.release_admit();
     within("close", closing).await??;
     assert_eq!(shared.live_jobs(None).await?, 0, "when close returned");
     let got = within("submit", submitting).await??;
     assert_eq!(got, Err(SubmitError::Store(StoreError::Closed)));
-    assert_eq!(r.probe.calls().len(), 0, "nothing fetched");
+    assert_eq!(r.probe.started(), [url("z", 0)], "a is never fetched");
     Ok(())
 }
 
@@ -2950,10 +2970,7 @@ pub async fn close_waits_for_a_submits_admit_under_way(store: Arc<dyn BatchStore
 pub async fn a_close_polled_by_another_executor_and_dropped_still_closes(
     store: Arc<dyn BatchStore>,
 ) -> TestResult {
-    let r = rig(store, Probe::new(), config()).await?;
-    r.probe.hold(&url("a", 0));
-    let a = r.submit("alice", "a", 2).await?;
-    r.started(&url("a", 0), 1).await?;
+    let (_, r, a) = rig_with_a_held_fetch(store, "a", 2).await?;
     let b = r.submit("bob", "b", 1).await?;
     let runner = r.runner.clone();
     std::thread::spawn(move || {
@@ -2964,6 +2981,8 @@ pub async fn a_close_polled_by_another_executor_and_dropped_still_closes(
     })
     .join()
     .map_err(|_| "the other executor's thread panicked")?;
+    // The close goes on.
+    until_close_began(&r).await?;
     r.probe.release_all();
     r.close().await?;
     for id in [&a, &b] {
