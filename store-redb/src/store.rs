@@ -245,7 +245,8 @@ impl Tally {
     /// without rota's tables yet counts zero. A job row that cannot be decoded counts for
     /// nothing, so that one damaged row does not keep the rest of the store from opening: every
     /// read or write of that job, and [`verify`](RedbStore::verify), reports it
-    /// [`Corrupt`](StoreError::Corrupt). An index entry without its job counts for nothing too.
+    /// [`Corrupt`](StoreError::Corrupt), while sweep, evict, recovery and the reuse check pass
+    /// it over. An index entry without its job counts for nothing too.
     pub(crate) fn of(db: &Database) -> Result<Tally, StoreError> {
         let txn = db.begin_read().map_err(err("begin read"))?;
         let mut tally = Tally::default();
@@ -411,6 +412,17 @@ impl<'t> Tables<'t> {
 
     fn job(&self, id: &str) -> Result<Option<JobRow>, StoreError> {
         find_job(&self.live_rows, &self.rows, id)
+    }
+
+    /// Job `id`, for a scan over many jobs (sweep, evict, recover, the reuse check): a job row
+    /// that cannot be decoded is passed over as if absent, so that one damaged row does not
+    /// stop the scan for every other job. (A read or write of that job itself still reports
+    /// it [`Corrupt`](StoreError::Corrupt); the damaged row is left as it is.)
+    fn job_in_scan(&self, id: &str) -> Result<Option<JobRow>, StoreError> {
+        match self.job(id) {
+            Err(StoreError::Corrupt(_)) => Ok(None),
+            r => r,
+        }
     }
 
     /// The table that holds the rows of a job of `status`.
@@ -911,12 +923,13 @@ impl RedbStore {
             }
             let mut n = 0;
             for (lease, id) in &due {
-                match t.job(id)? {
+                match t.job_in_scan(id)? {
                     Some(job) if sweepable(job.status, job.lease, now, ttl_secs) => {
                         t.delete_job(&job)?;
                         n += 1;
                     }
-                    // An index entry without its job: drop it so it is not met again.
+                    // An index entry without its job, or with a damaged one: drop it so it is
+                    // not met again.
                     None => {
                         t.by_lease.remove((*lease, id.as_str())).map_err(&e)?;
                     }
@@ -947,11 +960,13 @@ impl RedbStore {
                     break;
                 };
                 changed = true;
-                match t.job(&id)? {
+                match t.job_in_scan(&id)? {
                     Some(job) if job.status.is_terminal() => {
                         t.delete_job(&job)?;
                         n += 1;
                     }
+                    // An entry without a terminal job, or with a damaged one (its bytes count
+                    // for nothing): dropped so it is not met again.
                     _ => {
                         t.by_created.remove((created, id.as_str())).map_err(&e)?;
                     }
@@ -967,7 +982,7 @@ impl RedbStore {
             let ids = live_ids(&t.live_rows)?;
             let mut n = 0;
             for id in &ids {
-                let Some(old) = t.job(id)? else {
+                let Some(old) = t.job_in_scan(id)? else {
                     continue;
                 };
                 if !may_transition(old.status, JobStatus::Failed) {
@@ -1011,7 +1026,7 @@ pub(crate) fn admit_op(
         for id in ids {
             let id = id.map_err(err("read idem index"))?;
             let id = id.value();
-            let Some(j) = t.job(id)? else {
+            let Some(j) = t.job_in_scan(id)? else {
                 continue;
             };
             if reusable(j.status, j.lease, now, caps.ttl_secs)

@@ -1,6 +1,8 @@
 //! A target row whose bytes cannot be decoded (damaged by hand here) is read as
 //! `TargetRow::corrupt`: the job's other targets are still shown (SPEC §5), by the store's
-//! `targets` and `view` and by `Runner::status`.
+//! `targets` and `view` and by `Runner::status`. A job row that cannot be decoded is reported
+//! corrupt when that job is read, and passed over by sweep, evict, recovery and the reuse
+//! check, which go on for the other jobs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -8,7 +10,10 @@ use std::sync::Arc;
 
 use redb::{Database, ReadableTable, TableDefinition};
 use rota::{Caller, CancellationToken, Config, FetchError, Runner, Target, TargetResult};
-use rota_core::{BatchStore, CallerClass, Caps, JobStatus, NewJob, TargetState, TargetWrite};
+use rota_core::{
+    Admission, BatchStore, CallerClass, Caps, JobStatus, NewJob, StoreError, TargetState,
+    TargetWrite,
+};
 use rota_store_redb::RedbStore;
 
 const ID: &str = "0123456789abcdef0123456789abcdef";
@@ -112,4 +117,134 @@ async fn an_undecodable_target_row_is_read_as_corrupt_and_the_others_as_stored()
             .error
             .starts_with("corrupt stored target row")
     );
+}
+
+/// The live jobs' rows (a job at slot 0).
+const LIVE_ROWS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("live_rows");
+
+const CAPS: Caps = Caps {
+    targets_per_job: 8,
+    jobs_per_caller: 8,
+    jobs_total: 8,
+    ttl_secs: 10,
+};
+
+fn id(n: u32) -> String {
+    format!("{n:032x}")
+}
+
+/// Job `n` of one target for `caller` and key `key`, at time 100 + n.
+fn new_job(n: u32, caller: &str, key: &str) -> NewJob {
+    NewJob {
+        id: id(n),
+        caller: caller.into(),
+        class: CallerClass::Fleet,
+        idem_key: key.into(),
+        targets: vec![(format!("https://a.example/{n}"), "{}".into())],
+        now: 100 + i64::from(n),
+    }
+}
+
+/// Jobs 1 and 2 of alice (keys `k1`, `k2`) in a new file at `path`, `done` unless `live`; then
+/// job 1's row cut short by hand.
+async fn two_jobs_the_first_damaged(path: &Path, live: bool) {
+    {
+        let store = RedbStore::open(path).unwrap();
+        for n in [1, 2] {
+            let job = new_job(n, "alice", &format!("k{n}"));
+            assert_eq!(store.admit(&job, &CAPS).await.unwrap(), Admission::Created);
+            if !live {
+                let done = store.set_status(&job.id, JobStatus::Done, "", job.now);
+                assert!(done.await.unwrap());
+            }
+        }
+    }
+    let db = Database::open(path).unwrap();
+    let txn = db.begin_write().unwrap();
+    {
+        let mut rows = txn.open_table(if live { LIVE_ROWS } else { ROWS }).unwrap();
+        let one = id(1);
+        let whole = rows
+            .get((one.as_str(), 0))
+            .unwrap()
+            .unwrap()
+            .value()
+            .to_vec();
+        rows.insert((one.as_str(), 0), &whole[..whole.len() / 2])
+            .unwrap();
+    }
+    txn.commit().unwrap();
+}
+
+/// Job 1 is still reported corrupt when read.
+async fn job_1_reads_as_corrupt(store: &RedbStore) {
+    let got = store.job(&id(1)).await;
+    assert!(matches!(got, Err(StoreError::Corrupt(_))), "{got:?}");
+}
+
+#[tokio::test]
+async fn sweep_passes_over_a_damaged_job_row_and_sweeps_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rota.redb");
+    two_jobs_the_first_damaged(&path, false).await;
+    let store = RedbStore::open(&path).unwrap();
+    assert_eq!(store.sweep(10_000, 10).await.unwrap(), 1);
+    assert_eq!(store.job(&id(2)).await.unwrap(), None, "job 2 swept");
+    assert_eq!(store.sweep(10_000, 10).await.unwrap(), 0);
+    job_1_reads_as_corrupt(&store).await;
+}
+
+#[tokio::test]
+async fn evict_passes_over_a_damaged_job_row_and_evicts_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rota.redb");
+    two_jobs_the_first_damaged(&path, false).await;
+    let store = RedbStore::open(&path).unwrap();
+    assert!(store.total_bytes().await.unwrap() > 0, "job 2 counts");
+    assert_eq!(store.evict(0).await.unwrap(), 1);
+    assert_eq!(store.job(&id(2)).await.unwrap(), None, "job 2 evicted");
+    assert_eq!(store.total_bytes().await.unwrap(), 0);
+    job_1_reads_as_corrupt(&store).await;
+}
+
+#[tokio::test]
+async fn the_reuse_check_passes_over_a_damaged_job_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rota.redb");
+    two_jobs_the_first_damaged(&path, false).await;
+    let store = RedbStore::open(&path).unwrap();
+    // Job 1's caller and key: nothing to reuse, so a new job.
+    let again = new_job(3, "alice", "k1");
+    assert_eq!(
+        store.admit(&again, &CAPS).await.unwrap(),
+        Admission::Created
+    );
+    // Job 2's: reused, as before.
+    let reused = store
+        .admit(&new_job(4, "alice", "k2"), &CAPS)
+        .await
+        .unwrap();
+    assert_eq!(reused, Admission::Reused { id: id(2) });
+    job_1_reads_as_corrupt(&store).await;
+}
+
+#[tokio::test]
+async fn runner_start_recovers_the_other_live_jobs_past_a_damaged_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rota.redb");
+    two_jobs_the_first_damaged(&path, true).await;
+    let store = Arc::new(RedbStore::open(&path).unwrap());
+    let fetch = |_: Arc<Caller>, _: Target, _: CancellationToken| async {
+        Err::<TargetResult, _>(FetchError::Other("unused".into()))
+    };
+    let runner = Runner::start(store.clone(), fetch, Config::default())
+        .await
+        .unwrap();
+    runner.close().await;
+    let two = store.job(&id(2)).await.unwrap().unwrap();
+    assert_eq!(
+        (two.status, two.error.as_str()),
+        (JobStatus::Failed, "interrupted")
+    );
+    job_1_reads_as_corrupt(&store).await;
 }

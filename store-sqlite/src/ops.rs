@@ -187,8 +187,12 @@ pub(crate) fn admit(
         let mut stmt = conn.prepare_cached(REUSE).map_err(&e)?;
         let mut rows = stmt.query(params![job.caller, job.idem_key]).map_err(&e)?;
         while let Some(r) = rows.next().map_err(&e)? {
-            let status = name(r, 1, "job status", JobStatus::parse).map_err(&e)?;
-            let lease: i64 = r.get(2).map_err(&e)?;
+            // A job whose status or lease cannot be read (a damaged row) is not reusable: it
+            // is passed over, so the caller's submits of this key still get an answer.
+            let (Ok(status), Ok(lease)) = (name(r, 1, "job status", JobStatus::parse), r.get(2))
+            else {
+                continue;
+            };
             if reusable(status, lease, job.now, caps.ttl_secs) {
                 return Ok(Admission::Reused {
                     id: r.get(0).map_err(&e)?,

@@ -109,3 +109,44 @@ async fn an_undecodable_target_row_is_read_as_corrupt_and_the_others_as_stored()
             .starts_with("corrupt stored target row")
     );
 }
+
+/// A job whose status cannot be read (damaged by hand) is passed over by the reuse check: a
+/// submit of its caller and key gets a new job, not an error, and the job itself still reads
+/// as corrupt.
+#[tokio::test]
+async fn the_reuse_check_passes_over_a_job_whose_status_is_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rota.sqlite");
+    store_job(&path).await;
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let n = conn
+            .execute("UPDATE jobs SET status = 'bogus' WHERE id = ?1", [ID])
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    let again = NewJob {
+        id: "fedcba9876543210fedcba9876543210".into(),
+        caller: "alice".into(),
+        class: CallerClass::Fleet,
+        idem_key: "k".into(),
+        targets: vec![("https://a.example/0".into(), "{}".into())],
+        now: 102,
+    };
+    let caps = Caps {
+        targets_per_job: 8,
+        jobs_per_caller: 8,
+        jobs_total: 8,
+        ttl_secs: 100,
+    };
+    assert_eq!(
+        store.admit(&again, &caps).await.unwrap(),
+        rota_core::Admission::Created
+    );
+    let got = store.job(ID).await;
+    assert!(
+        matches!(got, Err(rota_core::StoreError::Corrupt(_))),
+        "{got:?}"
+    );
+}
