@@ -325,7 +325,8 @@ pub trait BatchStore: Send + Sync {
 
     /// The job `id` and its targets in idx order, read as of one moment (no write between the
     /// two), or `None` if the job is not stored: the job's `targets_done` and `n_bytes` then
-    /// agree with the targets beside it.
+    /// agree with the targets beside it (all but a [`TargetRow::corrupt`] placeholder, which
+    /// stands for a row that could not be read).
     ///
     /// The default reads [`job`](Self::job), then [`targets`](Self::targets), then the job
     /// again, and reads afresh (up to 8 times) while the job changed in between; a store that

@@ -561,7 +561,7 @@ pub(crate) fn recover(
     error: &str,
     now: i64,
 ) -> Result<usize, StoreError> {
-    // One statement: SQLite runs it as its own transaction. Every live job is now failed.
+    // One statement, in the batch's transaction like every write. Every live job is now failed.
     let n = conn
         .prepare_cached(RECOVER)
         .and_then(|mut s| s.execute(params![error, now]))
