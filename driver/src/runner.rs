@@ -245,17 +245,6 @@ impl Runner {
         if inner.closing.load(Ordering::SeqCst) {
             return Err(SubmitError::Store(StoreError::Closed));
         }
-        // Counted from here until the job is registered (or failed, if close came first), so
-        // that close waits for this submit's writes: the settle's and the admit's.
-        let op = {
-            let st = inner.lock();
-            if st.machine.is_closed() {
-                return Err(SubmitError::Store(StoreError::Closed));
-            }
-            inner.op(&st)
-        };
-        // A job ended by the machine but still live in the store would count against the caps.
-        inner.settle().await;
         let idem_key = idem_key(&caller.name, &targets);
         // The URLs move into the rows: the targets are not needed after the key.
         let rows = targets
@@ -274,10 +263,21 @@ impl Runner {
             targets: rows,
             now,
         };
-        // The admit and what follows it run to the end even if this future is dropped (a
-        // caller that gave up): a job the store took is then always registered to run, so it
-        // never stays `queued` unrun, holding its caller's cap. A store that answers in one
-        // poll (the bundled ones) runs here; one that suspends goes on in a task of its own.
+        // Counted from here until the job is registered (or failed, if close came first), so
+        // that close waits for this submit's writes.
+        let op = {
+            let st = inner.lock();
+            if st.machine.is_closed() {
+                return Err(SubmitError::Store(StoreError::Closed));
+            }
+            inner.op(&st)
+        };
+        // The writes (the settle, the admit and what follows it) run to the end even if this
+        // future is dropped (a caller that gave up): a job the store took is then always
+        // registered to run, so it never stays `queued` unrun, holding its caller's cap. A
+        // store that answers in one poll (the bundled ones) runs here; one that suspends goes
+        // on in a task of its own (which close, waiting for it, never waits on a caller that
+        // stopped polling).
         let mut admitting = Box::pin(self.inner.clone().admit(job, caller));
         if let Poll::Ready(r) =
             std::future::poll_fn(|cx| Poll::Ready(admitting.as_mut().poll(cx))).await
@@ -497,10 +497,12 @@ impl Fetched {
 }
 
 impl Inner {
-    /// Admits `job` and, if the store created it, registers it to run (see
-    /// [`Runner::submit`]).
+    /// Makes the status writes still due, admits `job` and, if the store created it,
+    /// registers it to run (see [`Runner::submit`]).
     async fn admit(self: Arc<Self>, job: NewJob, caller: Caller) -> Result<Submitted, SubmitError> {
         let inner = &*self;
+        // A job ended by the machine but still live in the store would count against the caps.
+        inner.settle().await;
         match inner.store().admit(&job, &inner.caps).await? {
             Admission::Reused { id } => {
                 debug!(job = %id, "submit reused a job");

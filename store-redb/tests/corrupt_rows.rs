@@ -145,11 +145,13 @@ fn new_job(n: u32, caller: &str, key: &str) -> NewJob {
     }
 }
 
-/// Jobs 1 and 2 of alice (keys `k1`, `k2`) in a new file at `path`, `done` unless `live`; then
-/// job 1's row cut short by hand.
-async fn two_jobs_the_first_damaged(path: &Path, live: bool) {
+/// A store in a new file (in the returned directory) with jobs 1 and 2 of alice (keys `k1`,
+/// `k2`), `done` unless `live`, whose job 1's row was cut short by hand before it was opened.
+async fn two_jobs_the_first_damaged(live: bool) -> (tempfile::TempDir, RedbStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rota.redb");
     {
-        let store = RedbStore::open(path).unwrap();
+        let store = RedbStore::open(&path).unwrap();
         for n in [1, 2] {
             let job = new_job(n, "alice", &format!("k{n}"));
             assert_eq!(store.admit(&job, &CAPS).await.unwrap(), Admission::Created);
@@ -159,7 +161,7 @@ async fn two_jobs_the_first_damaged(path: &Path, live: bool) {
             }
         }
     }
-    let db = Database::open(path).unwrap();
+    let db = Database::open(&path).unwrap();
     let txn = db.begin_write().unwrap();
     {
         let mut rows = txn.open_table(if live { LIVE_ROWS } else { ROWS }).unwrap();
@@ -174,6 +176,9 @@ async fn two_jobs_the_first_damaged(path: &Path, live: bool) {
             .unwrap();
     }
     txn.commit().unwrap();
+    drop(db);
+    let store = RedbStore::open(&path).unwrap();
+    (dir, store)
 }
 
 /// Job 1 is still reported corrupt when read.
@@ -184,10 +189,7 @@ async fn job_1_reads_as_corrupt(store: &RedbStore) {
 
 #[tokio::test]
 async fn sweep_passes_over_a_damaged_job_row_and_sweeps_the_others() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("rota.redb");
-    two_jobs_the_first_damaged(&path, false).await;
-    let store = RedbStore::open(&path).unwrap();
+    let (_dir, store) = two_jobs_the_first_damaged(false).await;
     assert_eq!(store.sweep(10_000, 10).await.unwrap(), 1);
     assert_eq!(store.job(&id(2)).await.unwrap(), None, "job 2 swept");
     assert_eq!(store.sweep(10_000, 10).await.unwrap(), 0);
@@ -196,10 +198,7 @@ async fn sweep_passes_over_a_damaged_job_row_and_sweeps_the_others() {
 
 #[tokio::test]
 async fn evict_passes_over_a_damaged_job_row_and_evicts_the_others() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("rota.redb");
-    two_jobs_the_first_damaged(&path, false).await;
-    let store = RedbStore::open(&path).unwrap();
+    let (_dir, store) = two_jobs_the_first_damaged(false).await;
     assert!(store.total_bytes().await.unwrap() > 0, "job 2 counts");
     assert_eq!(store.evict(0).await.unwrap(), 1);
     assert_eq!(store.job(&id(2)).await.unwrap(), None, "job 2 evicted");
@@ -209,10 +208,7 @@ async fn evict_passes_over_a_damaged_job_row_and_evicts_the_others() {
 
 #[tokio::test]
 async fn the_reuse_check_passes_over_a_damaged_job_row() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("rota.redb");
-    two_jobs_the_first_damaged(&path, false).await;
-    let store = RedbStore::open(&path).unwrap();
+    let (_dir, store) = two_jobs_the_first_damaged(false).await;
     // Job 1's caller and key: nothing to reuse, so a new job.
     let again = new_job(3, "alice", "k1");
     assert_eq!(
@@ -230,10 +226,8 @@ async fn the_reuse_check_passes_over_a_damaged_job_row() {
 
 #[tokio::test]
 async fn runner_start_recovers_the_other_live_jobs_past_a_damaged_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("rota.redb");
-    two_jobs_the_first_damaged(&path, true).await;
-    let store = Arc::new(RedbStore::open(&path).unwrap());
+    let (_dir, store) = two_jobs_the_first_damaged(true).await;
+    let store = Arc::new(store);
     let fetch = |_: Arc<Caller>, _: Target, _: CancellationToken| async {
         Err::<TargetResult, _>(FetchError::Other("unused".into()))
     };

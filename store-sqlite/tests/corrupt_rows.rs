@@ -12,6 +12,13 @@ use rota_store_sqlite::SqliteStore;
 
 const ID: &str = "0123456789abcdef0123456789abcdef";
 
+const CAPS: Caps = Caps {
+    targets_per_job: 8,
+    jobs_per_caller: 8,
+    jobs_total: 8,
+    ttl_secs: 100,
+};
+
 /// A done job of three targets, stored in a new file at `path`.
 async fn store_job(path: &Path) {
     let store = SqliteStore::open(path).unwrap();
@@ -25,13 +32,7 @@ async fn store_job(path: &Path) {
             .collect(),
         now: 100,
     };
-    let caps = Caps {
-        targets_per_job: 8,
-        jobs_per_caller: 8,
-        jobs_total: 8,
-        ttl_secs: 100,
-    };
-    store.admit(&job, &caps).await.unwrap();
+    store.admit(&job, &CAPS).await.unwrap();
     let done = TargetWrite::Done {
         result: r#"{"content":"ok"}"#.into(),
     };
@@ -134,14 +135,8 @@ async fn the_reuse_check_passes_over_a_job_whose_status_is_damaged() {
         targets: vec![("https://a.example/0".into(), "{}".into())],
         now: 102,
     };
-    let caps = Caps {
-        targets_per_job: 8,
-        jobs_per_caller: 8,
-        jobs_total: 8,
-        ttl_secs: 100,
-    };
     assert_eq!(
-        store.admit(&again, &caps).await.unwrap(),
+        store.admit(&again, &CAPS).await.unwrap(),
         rota_core::Admission::Created
     );
     let got = store.job(ID).await;

@@ -146,6 +146,7 @@ macro_rules! runner_tests {
                 a_failing_start_target_is_logged_at_warn_and_the_job_goes_on,
                 a_failing_set_status_is_logged_at_warn_and_survived,
                 a_cancel_whose_status_write_fails_is_written_again_and_frees_the_cap,
+                close_never_waits_on_a_submit_whose_caller_stopped_polling,
                 failing_sweep_and_evict_are_logged_at_warn_and_survived,
                 no_log_line_carries_a_url_host_or_caller_key,
             ]
@@ -2883,10 +2884,17 @@ async fn rig_with_a_held_fetch(
 ) -> Res<(Arc<Shared>, Rig, String)> {
     let shared = Arc::new(Shared::new(store));
     let r = rig(shared.clone(), Probe::new(), config()).await?;
+    let id = held_fetch_job(&r, tag, n).await?;
+    Ok((shared, r, id))
+}
+
+/// Submits a job of `n` targets tagged `tag` (its caller named after the tag) whose first
+/// fetch is held, and waits until that fetch has started; the job's id.
+async fn held_fetch_job(r: &Rig, tag: &str, n: usize) -> Res<String> {
     r.probe.hold(&url(tag, 0));
     let id = r.submit(tag, tag, n).await?;
     r.started(&url(tag, 0), 1).await?;
-    Ok((shared, r, id))
+    Ok(id)
 }
 
 /// Waits until close has begun: every fetch so far has its token cancelled.
@@ -3413,6 +3421,44 @@ pub async fn a_cancel_whose_status_write_fails_is_written_again_and_frees_the_ca
         Some(JobStatus::Cancelled),
         "a's status was not written again"
     );
+    Ok(())
+}
+
+/// A submit whose first poll suspends in the store (here: making a failed status write again,
+/// held), and whose caller then neither polls it nor drops it, goes on in a task of its own:
+/// close, which waits for the submits under way, still returns.
+pub async fn close_never_waits_on_a_submit_whose_caller_stopped_polling(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let (f, dyn_store) = faulty(store);
+    let r = rig(dyn_store, Probe::new(), config()).await?;
+    let a = held_fetch_job(&r, "a", 2).await?;
+    // a's cancelled is not written: it is due again at the next submit.
+    f.fail(Op::SetStatus);
+    assert!(r.runner.cancel(&a).await);
+    f.heal_all();
+    f.inner().hold_set_status();
+    let mut submit = Box::pin(
+        r.runner
+            .submit(caller("bob"), CallerClass::Fleet, targets("b", 1)),
+    );
+    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(submit.as_mut().poll(cx))).await;
+    assert!(first.is_pending(), "the submit's status write is held");
+    f.inner().statuses_held(1).await?;
+    let closing = {
+        let runner = r.runner.clone();
+        tokio::spawn(async move { runner.close().await })
+    };
+    until_close_began(&r).await?;
+    r.probe.release_all();
+    f.inner().release_set_status();
+    within("close", closing).await??;
+    assert_eq!(
+        f.inner().job(&a).await?.map(|j| j.status),
+        Some(JobStatus::Cancelled)
+    );
+    assert_eq!(f.inner().live_jobs(None).await?, 0);
+    drop(submit);
     Ok(())
 }
 
