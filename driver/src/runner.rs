@@ -42,7 +42,7 @@ pub struct Submitted {
 /// [`start`](Runner::start) fails them `interrupted`.
 ///
 /// **Dropping a call's future** (a timeout, a client gone away) loses no write: `close` goes
-/// on in a task of its own; so do a `submit` whose store did not admit its job in one poll
+/// on in a task of its own; so do a `submit` whose store writes did not finish in one poll
 /// (a job the store took is always registered and run, never left `queued` unrun) and a
 /// `cancel` whose store did not write `cancelled` in one poll. (The bundled stores finish
 /// every call in one poll, so their calls cannot be dropped midway.) The tasks are spawned on
