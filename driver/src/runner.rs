@@ -107,6 +107,15 @@ impl Drop for Op {
     }
 }
 
+/// Tells close's waiters that close is over, when dropped (see [`Inner::close_now`]).
+struct ToldClosed(Arc<watch::Sender<bool>>);
+
+impl Drop for ToldClosed {
+    fn drop(&mut self) {
+        self.0.send_replace(true);
+    }
+}
+
 /// A status write to make again (see [`Inner::settle`]).
 struct Unsettled {
     id: String,
@@ -163,7 +172,9 @@ impl Runner {
     /// Recovers the store (every queued or running job it holds becomes `failed` with error
     /// `interrupted`), then starts `cfg.workers` workers on the current tokio runtime (an error
     /// outside one, or on one built without timers: the workers sleep until a busy target is
-    /// due again).
+    /// due again). tokio tells a runtime without timers only by panicking where a timer is
+    /// made: that panic is caught here, but the process's panic hook still reports it, and a
+    /// build with `panic = "abort"` aborts instead of getting the error.
     pub async fn start(
         store: Arc<dyn BatchStore>,
         fetch: impl Fetch,
@@ -391,9 +402,9 @@ impl Runner {
         if !inner.closing.swap(true, Ordering::SeqCst) {
             // Run by a task of its own, so that a caller dropping its close does not stop it.
             if let Err(e) = inner.rt.spawn(inner.clone().close_now()).await {
-                // Not the error's text: a panic's would carry its value. (A runtime shut down
-                // before the close ran it.) Told closed all the same: a later close must not
-                // wait for ever.
+                // Not the error's text: a panic's would carry its value. (Or a runtime shut down
+                // before the close ran.) Told closed all the same, as the task itself does when
+                // it is dropped midway: a later close must not wait for ever.
                 warn!(
                     panicked = e.is_panic(),
                     "closing the runner ended abnormally"
@@ -553,6 +564,9 @@ impl Inner {
     }
 
     async fn close_now(self: Arc<Self>) {
+        // Tells close's waiters even if this task is dropped midway (its runtime shutting
+        // down), so that a later close does not wait for ever.
+        let told = ToldClosed(self.closed.clone());
         let inner = &*self;
         let ended = {
             let mut st = inner.lock();
@@ -583,9 +597,8 @@ impl Inner {
         debug!("runner closed");
         // Told only once this task's share of the runner (and so of the store) is dropped, so
         // that a file store is free to reopen when close returns and the handles are gone.
-        let closed = self.closed.clone();
         drop(self);
-        closed.send_replace(true);
+        drop(told);
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

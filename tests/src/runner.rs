@@ -147,6 +147,7 @@ macro_rules! runner_tests {
                 a_failing_set_status_is_logged_at_warn_and_survived,
                 a_cancel_whose_status_write_fails_is_written_again_and_frees_the_cap,
                 close_never_waits_on_a_submit_whose_caller_stopped_polling,
+                a_close_cut_short_by_its_runtimes_shutdown_lets_a_later_close_return,
                 failing_sweep_and_evict_are_logged_at_warn_and_survived,
                 no_log_line_carries_a_url_host_or_caller_key,
             ]
@@ -3459,6 +3460,30 @@ pub async fn close_never_waits_on_a_submit_whose_caller_stopped_polling(
     );
     assert_eq!(f.inner().live_jobs(None).await?, 0);
     drop(submit);
+    Ok(())
+}
+
+/// The runtime the runner started on shuts down while close is joining a worker (a held
+/// fetch), close's caller a task on that runtime too: a later close, from another runtime,
+/// still returns (the cut-short close told it was over).
+pub async fn a_close_cut_short_by_its_runtimes_shutdown_lets_a_later_close_return(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let other = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let r = other.spawn(rig(store, Probe::new(), config())).await??;
+    held_fetch_job(&r, "a", 1).await?;
+    let first = {
+        let runner = r.runner.clone();
+        other.spawn(async move { runner.close().await })
+    };
+    until_close_began(&r).await?;
+    other.shutdown_background();
+    assert!(first.await.is_err(), "the first close was cut short");
+    r.probe.release_all();
+    within("a later close", r.runner.close()).await?;
     Ok(())
 }
 
