@@ -197,6 +197,15 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
         started: Instant::now(),
     };
 
+    let most = jobs.iter().map(|(_, t)| t.len()).max().unwrap_or(0);
+    if cfg.effective_targets_per_job() < most || cfg.effective_jobs_total() < jobs.len() {
+        return Err(format!(
+            "the demo submits {} jobs of up to {most} targets: it needs --jobs-total {} and \
+             --targets-per-job {most} or more",
+            jobs.len(),
+            jobs.len()
+        ));
+    }
     let timeout = humantime::format_duration(fetch.inner.config().timeout);
     say!("rota demo: offline, against a loopback server in this process at {base}");
     say!("  /articles/N  succeeds");
@@ -312,7 +321,9 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
             } else {
                 say!("One job is stored in {}.", store_url.absolute());
             }
-            let flag = if store_url.to_string() == crate::cli::DEFAULT_STORE {
+            let flag = if store_url.to_string() == crate::cli::DEFAULT_STORE
+                && std::env::var_os("ROTA_STORE").is_none()
+            {
                 String::new()
             } else {
                 format!("--store {} ", store_url.absolute())

@@ -20,6 +20,7 @@ const OPTION_KEYS: &[&str] = &[
 /// `{"url": .., "options": {..}}`; a URL must be absolute `http://` or `https://`, and an
 /// unknown key is an error rather than silently dropped.
 pub fn parse_targets(text: &str) -> Result<Vec<Target>, String> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let trimmed = text.trim_start();
     let targets = if trimmed.starts_with('[') {
         let items: Vec<Value> =
@@ -57,8 +58,11 @@ fn to_target(v: Value) -> Result<Target, String> {
             url,
             options: Options::default(),
         },
-        Value::Object(map) => {
+        Value::Object(mut map) => {
             unknown_keys(&map, TARGET_KEYS, "key")?;
+            if map.get("options") == Some(&Value::Null) {
+                map.remove("options");
+            }
             match map.get("options") {
                 Some(Value::Object(o)) => unknown_keys(o, OPTION_KEYS, "option")?,
                 Some(Value::Null) | None => {}
@@ -140,6 +144,22 @@ mod tests {
         assert_eq!(got[1].options.grep, "x");
         assert_eq!(got[1].options.context, Some(false));
         assert_eq!(got[2], url("https://c.example/3"));
+    }
+
+    #[test]
+    fn null_options_and_a_leading_byte_order_mark_are_read() {
+        for text in [
+            r#"[{"url": "https://a.example/1", "options": null}]"#,
+            r#"{"url": "https://a.example/1", "options": null}"#,
+            "\u{feff}[\"https://a.example/1\"]",
+            "\u{feff}\"https://a.example/1\"\n",
+        ] {
+            assert_eq!(
+                parse_targets(text).unwrap(),
+                vec![url("https://a.example/1")],
+                "{text:?}"
+            );
+        }
     }
 
     #[test]

@@ -809,6 +809,58 @@ async fn upgrade_migrates_a_redb_file_of_schema_2_that_status_refuses_unchanged(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_of_an_empty_sqlite_file_is_refused_and_leaves_it_empty() {
+    let env = Env::new();
+    env.file("jobs.sqlite3", "");
+    let o = env.rota(&["upgrade"], None).await;
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("empty file, not a rota store"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::metadata(env.db()).unwrap().len(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_demo_its_caps_cannot_hold_names_the_flags_and_stores_nothing() {
+    let env = Env::new();
+    for flag in [["--jobs-total", "1"], ["--targets-per-job", "3"]] {
+        let o = env.rota(&["demo", flag[0], flag[1]], None).await;
+        assert_eq!(code(&o), 1, "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("it needs --jobs-total 2 and --targets-per-job 4 or more"),
+            "{}",
+            stderr(&o)
+        );
+        assert!(o.stdout.is_empty());
+        assert!(!env.db().exists(), "{flag:?}: the store was created");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demos_read_back_commands_work_in_the_shell_that_ran_it() {
+    let env = Env::new();
+    // The default store given by flag, while ROTA_STORE (another store) stays set.
+    let o = env
+        .rota(&["demo", "--store", "sqlite:rota.sqlite3"], None)
+        .await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout.clone()).unwrap();
+    let commands: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("rota "))
+        .filter(|l| l.contains("status "))
+        .collect();
+    assert_eq!(commands.len(), 2, "{out}");
+    for c in commands {
+        let args: Vec<&str> = c.split(' ').collect();
+        let st = env.rota(&args, None).await;
+        assert_eq!(code(&st), 0, "`rota {c}`: {}", stderr(&st));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upgrade_of_no_file_or_the_memory_store_is_an_error_and_creates_nothing() {
     let env = Env::new();
     let o = env.rota(&["upgrade"], None).await;
