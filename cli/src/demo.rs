@@ -206,13 +206,15 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
             jobs.len()
         ));
     }
-    let timeout = humantime::format_duration(fetch.inner.config().timeout);
+    let limit = fetch.inner.config().timeout;
+    let timeout = humantime::format_duration(limit);
+    let against = if limit > SLOW_PAGE { "within" } else { "past" };
     say!("rota demo: offline, against a loopback server in this process at {base}");
     say!("  /articles/N  succeeds");
     say!("  /busy        answers 503 (busy) twice, then succeeds");
     say!("  /missing     answers 404");
     say!(
-        "  /slow        answers after {}, past the fetcher's {timeout} timeout",
+        "  /slow        answers after {}, {against} the fetcher's {timeout} timeout",
         humantime::format_duration(SLOW_PAGE)
     );
     say!("store: {}", store_url.absolute());

@@ -839,6 +839,20 @@ async fn a_demo_its_caps_cannot_hold_names_the_flags_and_stores_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_demo_with_a_timeout_longer_than_the_slow_page_says_it_answers_within_it() {
+    let env = Env::new();
+    let o = env.rota(&["demo", "--timeout", "5s"], None).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout.clone()).unwrap();
+    for want in [
+        "/slow        answers after 3s, within the fetcher's 5s timeout",
+        "bob   #2  GET /slow        → done",
+    ] {
+        assert!(out.contains(want), "demo output lacks {want:?}:\n{out}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demos_read_back_commands_work_in_the_shell_that_ran_it() {
     let env = Env::new();
     // The default store given by flag, while ROTA_STORE (another store) stays set.
