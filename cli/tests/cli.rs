@@ -499,22 +499,30 @@ async fn every_subcommand_has_help() {
     }
 }
 
+/// Runs `rota demo ARGS`, which must exit 0, and checks that its output holds every line of
+/// `wants`; the output.
+async fn demo_saying(env: &Env, args: &[&str], wants: &[&str]) -> String {
+    let o = env.rota(&[&["demo"], args].concat(), None).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout.clone()).unwrap();
+    for want in wants {
+        assert!(out.contains(want), "demo output lacks {want:?}:\n{out}");
+    }
+    out
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_runs_two_jobs_offline_and_leaves_them_in_the_store() {
     let env = Env::new();
-    let o = env.rota(&["demo"], None).await;
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let out = String::from_utf8(o.stdout.clone()).unwrap();
-    for want in [
+    let wants = [
         "alice #0  GET /articles/1  → done",
         "bob   #0  GET /articles/3  → done",
         "alice #1  GET /busy        → busy (HTTP 503 Service Unavailable)",
         "alice #1  GET /busy        → done",
         "bob   #1  GET /missing     → failed: HTTP 404 Not Found",
         "bob   #2  GET /slow        → failed: timed out after 1s",
-    ] {
-        assert!(out.contains(want), "demo output lacks {want:?}:\n{out}");
-    }
+    ];
+    let out = demo_saying(&env, &[], &wants).await;
     // Round-robin: bob's first target runs before alice's second.
     let pos = |s: &str| {
         out.find(s)
@@ -840,27 +848,18 @@ async fn a_demo_its_caps_cannot_hold_names_the_flags_and_stores_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_demo_with_a_timeout_longer_than_the_slow_page_says_it_answers_within_it() {
-    let env = Env::new();
-    let o = env.rota(&["demo", "--timeout", "5s"], None).await;
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let out = String::from_utf8(o.stdout.clone()).unwrap();
-    for want in [
+    let wants = [
         "/slow        answers after 3s, within the fetcher's 5s timeout",
         "bob   #2  GET /slow        → done",
-    ] {
-        assert!(out.contains(want), "demo output lacks {want:?}:\n{out}");
-    }
+    ];
+    demo_saying(&Env::new(), &["--timeout", "5s"], &wants).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demos_read_back_commands_work_in_the_shell_that_ran_it() {
     let env = Env::new();
     // The default store given by flag, while ROTA_STORE (another store) stays set.
-    let o = env
-        .rota(&["demo", "--store", "sqlite:rota.sqlite3"], None)
-        .await;
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let out = String::from_utf8(o.stdout.clone()).unwrap();
+    let out = demo_saying(&env, &["--store", "sqlite:rota.sqlite3"], &[]).await;
     let commands: Vec<&str> = out
         .lines()
         .filter_map(|l| l.trim().strip_prefix("rota "))
