@@ -329,8 +329,8 @@ impl Runner {
                 st.callers.remove(key);
             }
             inner.drain(&mut st);
-            // Counted under the lock that cancelled the job, so a close waits for the write
-            // below (even one under way: the job was live, so close's workers are not done).
+            // Counted under the lock that cancelled the job (so the machine was open), so a
+            // close waits for the write below.
             c.map(|c| (c, inner.op(&st)))
         };
         let Some((c, op)) = cancelled else {
@@ -605,10 +605,11 @@ impl Inner {
         lock(&self.state)
     }
 
-    /// Counts a submit or cancel under way. Taken under the state lock, by a submit while the
-    /// machine is open, by a cancel that ended a live job: close, which closes the machine
-    /// under that lock, waits for the count to be 0 once its workers are done, and a job
-    /// stays live until its worker is done with it, so close waits for every op counted.
+    /// Counts a submit or cancel under way. Taken under the state lock while the machine is
+    /// open: by a submit, which checks; by a cancel, which ends a job the machine has live, and
+    /// a closed machine has none (its close moves every live job out of `Live`). So close,
+    /// which closes the machine under that lock and later waits for the count to be 0, waits
+    /// for every op counted.
     fn op(&self, _st: &State) -> Op {
         self.ops.send_modify(|n| *n += 1);
         Op(self.ops.clone())
