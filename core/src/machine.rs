@@ -875,7 +875,8 @@ mod tests {
 
     /// Keys 0, s, 2s, … (the live jobs may be any of those handed out) land in as many
     /// buckets, by the low 14 bits, as keys spread at random would (10 000 into 16 384: about
-    /// 7 800), for strides up to 2^16 (a product alone put strided keys into 2^(14 - k)).
+    /// 7 800), for strides up to 2^32 (a product alone put keys of stride 2^k, k ≤ 14, into
+    /// 2^(14 - k) buckets).
     #[test]
     fn key_hashes_spread_strided_keys_over_the_buckets() {
         let hasher = BuildHasherDefault::<KeyHasher>::default();
