@@ -289,18 +289,13 @@ impl Runner {
         // store that answers in one poll (the bundled ones) runs here; one that suspends goes
         // on in a task of its own (which close, waiting for it, never waits on a caller that
         // stopped polling).
-        let mut admitting = Box::pin(self.inner.clone().admit(job, caller));
-        if let Poll::Ready(r) =
-            std::future::poll_fn(|cx| Poll::Ready(admitting.as_mut().poll(cx))).await
-        {
-            return r;
-        }
+        let admitting = self.inner.clone().admit(job, caller);
         let admitting = async move {
             let r = admitting.await;
             drop(op);
             r
         };
-        match inner.rt.spawn(admitting).await {
+        match inner.to_the_end(admitting).await {
             Ok(r) => r,
             Err(e) => {
                 // Not the error's text: a panic's would carry its value.
@@ -347,7 +342,7 @@ impl Runner {
         // The write, like a submit's admit, goes on in a task of its own if the store does not
         // make it in one poll, so that close, which waits for it, never waits on a caller
         // that stopped polling. (A failed write is kept and made again, see `set_status`.)
-        let mut writing = Box::pin({
+        let writing = {
             let inner = self.inner.clone();
             let id = id.to_owned();
             async move {
@@ -356,12 +351,8 @@ impl Runner {
                 drop(inner);
                 drop(op);
             }
-        });
-        if std::future::poll_fn(|cx| Poll::Ready(writing.as_mut().poll(cx)))
-            .await
-            .is_pending()
-            && let Err(e) = inner.rt.spawn(writing).await
-        {
+        };
+        if let Err(e) = inner.to_the_end(writing).await {
             // Not the error's text: a panic's would carry its value.
             warn!(job = %id, panicked = e.is_panic(), "a cancel's status write ended abnormally");
         }
@@ -603,6 +594,22 @@ impl Inner {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         lock(&self.state)
+    }
+
+    /// Runs `fut` to its end even if the caller stops polling or drops this future: polled
+    /// once here (a store that answers in one poll finishes here, with no task), else it goes
+    /// on in a task of its own on the runner's runtime, whose end is awaited. `Err` if that
+    /// task ended abnormally (a panic, or the runtime shut down).
+    async fn to_the_end<T: Send + 'static>(
+        &self,
+        fut: impl Future<Output = T> + Send + 'static,
+    ) -> Result<T, tokio::task::JoinError> {
+        let mut fut = Box::pin(fut);
+        if let Poll::Ready(r) = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await
+        {
+            return Ok(r);
+        }
+        self.rt.spawn(fut).await
     }
 
     /// Counts a submit or cancel under way. Taken under the state lock while the machine is
