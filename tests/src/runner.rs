@@ -1015,6 +1015,12 @@ impl Rig {
     pub async fn close(&self) -> TestResult {
         within("close", self.runner.close()).await
     }
+
+    /// Starts `close` in a task of its own; that task.
+    pub fn spawn_close(&self) -> tokio::task::JoinHandle<()> {
+        let runner = self.runner.clone();
+        tokio::spawn(async move { runner.close().await })
+    }
 }
 
 // ---- §3 submit ----------------------------------------------------------------------------
@@ -2465,8 +2471,8 @@ pub async fn a_submit_dropped_mid_admit_still_runs_its_job(
 }
 
 /// A submit polled outside any tokio runtime (by another executor, here a plain thread's
-/// `block_on`), whose store suspends in admit, finishes there: no task is spawned (which would
-/// panic outside a runtime), and the job runs.
+/// `block_on`), whose store suspends in admit, goes on in a task on the runner's runtime (a
+/// plain `tokio::spawn` would panic there), and the job runs.
 pub async fn a_submit_outside_a_runtime_whose_admit_suspends_finishes_and_runs(
     store: Arc<dyn BatchStore>,
 ) -> TestResult {
@@ -2651,12 +2657,7 @@ pub async fn close_waits_for_the_inflight_fetch_then_fails_live_jobs(
     let a = r.submit("alice", "a", 2).await?;
     r.started(&url("a", 0), 1).await?;
     let b = r.submit("bob", "b", 1).await?;
-    let closes: Vec<_> = (0..2)
-        .map(|_| {
-            let runner = r.runner.clone();
-            tokio::spawn(async move { runner.close().await })
-        })
-        .collect();
+    let closes: Vec<_> = (0..2).map(|_| r.spawn_close()).collect();
     let calls = r.probe.calls();
     let Some(token) = calls.first().map(|c| c.cancel.clone()) else {
         panic!("a0 was fetched");
@@ -2777,10 +2778,7 @@ pub async fn close_leaves_cancelled_jobs_cancelled_and_a_busy_inflight_target_pe
     r.started(&url("a", 0), 1).await?;
     r.started(&url("b", 0), 1).await?;
     assert!(r.runner.cancel(&b).await);
-    let closing = {
-        let runner = r.runner.clone();
-        tokio::spawn(async move { runner.close().await })
-    };
+    let closing = r.spawn_close();
     let calls = r.probe.calls();
     until("close cancels the token", || {
         calls.iter().all(|c| c.cancel.is_cancelled())
@@ -2824,10 +2822,7 @@ pub async fn close_returns_even_after_an_earlier_close_was_abandoned(
     r.probe.hold(&url("a", 0));
     let a = r.submit("alice", "a", 2).await?;
     r.started(&url("a", 0), 1).await?;
-    let first = {
-        let runner = r.runner.clone();
-        tokio::spawn(async move { runner.close().await })
-    };
+    let first = r.spawn_close();
     let calls = r.probe.calls();
     until("close cancels the token", || {
         calls.iter().all(|c| c.cancel.is_cancelled())
@@ -2910,10 +2905,7 @@ async fn until_close_began(r: &Rig) -> TestResult {
 /// Starts a close in a task of its own; once it has begun, lets the held fetches return, and
 /// checks that close still waits (for `on`, a held store call). The close's task.
 async fn close_waiting(r: &Rig, on: &str) -> Res<tokio::task::JoinHandle<()>> {
-    let closing = {
-        let runner = r.runner.clone();
-        tokio::spawn(async move { runner.close().await })
-    };
+    let closing = r.spawn_close();
     until_close_began(r).await?;
     r.probe.release_all();
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -3366,10 +3358,7 @@ pub async fn a_failing_set_status_is_logged_at_warn_and_survived(
     let c = r.submit("carol", "c", 1).await?;
     let d = r.submit("dave", "d", 1).await?;
     r.started(&url("c", 0), 1).await?;
-    let closing = {
-        let runner = r.runner.clone();
-        tokio::spawn(async move { runner.close().await })
-    };
+    let closing = r.spawn_close();
     until("close cancels the token", || {
         r.probe
             .calls()
@@ -3446,10 +3435,7 @@ pub async fn close_never_waits_on_a_submit_whose_caller_stopped_polling(
     let first = std::future::poll_fn(|cx| std::task::Poll::Ready(submit.as_mut().poll(cx))).await;
     assert!(first.is_pending(), "the submit's status write is held");
     f.inner().statuses_held(1).await?;
-    let closing = {
-        let runner = r.runner.clone();
-        tokio::spawn(async move { runner.close().await })
-    };
+    let closing = r.spawn_close();
     until_close_began(&r).await?;
     r.probe.release_all();
     f.inner().release_set_status();
@@ -3645,10 +3631,7 @@ pub async fn no_log_line_carries_a_url_host_or_caller_key(
         .await?;
     assert!(r.runner.cancel(&c.id).await);
     r.runner.touch(&a.id).await;
-    let closing = {
-        let runner = r.runner.clone();
-        tokio::spawn(async move { runner.close().await })
-    };
+    let closing = r.spawn_close();
     until("close cancels the token", || {
         r.probe
             .calls()
