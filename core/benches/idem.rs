@@ -24,7 +24,10 @@ fn idem(c: &mut Criterion) {
     set.mode = "text".into();
     set.question = "What does the item cost?".into();
     set.context = Some(true);
-    for (name, options) in [("32 targets", Options::default()), ("32 targets, options", set)] {
+    for (name, options) in [
+        ("32 targets", Options::default()),
+        ("32 targets, options", set),
+    ] {
         let ts = targets(&options);
         g.bench_with_input(BenchmarkId::from_parameter(name), &ts, |b, ts| {
             b.iter(|| idem_key(black_box("fleet-caller-0001"), black_box(ts)));
