@@ -20,10 +20,12 @@ fn targets(options: &Options) -> Vec<Target> {
 fn idem(c: &mut Criterion) {
     let mut g = c.benchmark_group("idem_key");
     g.throughput(Throughput::Elements(1));
-    let mut set = Options::default();
-    set.mode = "text".into();
-    set.question = "What does the item cost?".into();
-    set.context = Some(true);
+    let set = Options {
+        mode: "text".into(),
+        question: "What does the item cost?".into(),
+        context: Some(true),
+        ..Options::default()
+    };
     for (name, options) in [
         ("32 targets", Options::default()),
         ("32 targets, options", set),
