@@ -243,6 +243,9 @@ impl Runner {
     /// Submits a job of `targets` for `caller` (SPEC §3): reuses a job of the same caller and
     /// targets while it is reusable, else checks the caps and stores a new job `queued` before
     /// returning. The caller is kept in memory for the fetch, never stored.
+    ///
+    /// Called from a task, a submit that wakes an idle worker yields once before it returns, so
+    /// that the worker starts at once rather than when the calling task next yields.
     pub async fn submit(
         &self,
         caller: Caller,
@@ -296,7 +299,18 @@ impl Runner {
             r
         };
         match inner.to_the_end(admitting).await {
-            Ok(r) => r,
+            Ok(Ok(Admitted { submitted, woke })) => {
+                if woke && tokio::task::try_id().is_some() {
+                    // Called from a task, this submit woke an idle worker, and tokio runs a
+                    // task woken from one of its threads on that thread, after the task that
+                    // woke it, where no other thread may take it: the worker would not start
+                    // until the caller's task next yields (a loop of submits never does: the
+                    // bundled stores answer in one poll). One yield lets it start now.
+                    let_woken_run().await;
+                }
+                Ok(submitted)
+            }
+            Ok(Err(e)) => Err(e),
             Err(e) => {
                 // Not the error's text: a panic's would carry its value.
                 warn!(panicked = e.is_panic(), "a submit's admit ended abnormally");
@@ -448,6 +462,30 @@ async fn worker(inner: Arc<Inner>, n: usize) {
     debug!(worker = n, "worker stopped");
 }
 
+/// What a submit's admit produced: the answer, and whether it woke an idle worker.
+struct Admitted {
+    submitted: Submitted,
+    woke: bool,
+}
+
+/// Yields once, so that a task this one woke can run now. It wakes itself before returning
+/// `Pending`, which tokio's scheduler takes as a yield: this task goes to the back of its
+/// thread's queue, from which another thread may take it (and one is told), and the thread
+/// runs the task it was to run next, such as the one just woken. (`tokio::task::yield_now`
+/// would not do: it defers its wake-up until the thread has run out of work.)
+async fn let_woken_run() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            return Poll::Ready(());
+        }
+        yielded = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await;
+}
+
 /// A dispatched target, ready to run.
 struct Work {
     d: Dispatch,
@@ -501,7 +539,7 @@ impl Fetched {
 impl Inner {
     /// Makes the status writes still due, admits `job` and, if the store created it,
     /// registers it to run (see [`Runner::submit`]).
-    async fn admit(self: Arc<Self>, job: NewJob, caller: Caller) -> Result<Submitted, SubmitError> {
+    async fn admit(self: Arc<Self>, job: NewJob, caller: Caller) -> Result<Admitted, SubmitError> {
         let inner = &*self;
         // A job ended by the machine but still live in the store would count against the caps.
         inner.settle().await;
@@ -509,7 +547,10 @@ impl Inner {
             Admission::Reused { id } => {
                 debug!(job = %id, "submit reused a job");
                 inner.hook(|h| h.job(JobOutcome::Reused));
-                Ok(Submitted { id, reused: true })
+                Ok(Admitted {
+                    submitted: Submitted { id, reused: true },
+                    woke: false,
+                })
             }
             Admission::TooManyTargets { max, got } => Err(SubmitError::TooManyTargets { max, got }),
             Admission::CallerBusy => Err(SubmitError::CallerBusy),
@@ -535,7 +576,7 @@ impl Inner {
                     return Err(SubmitError::Store(StoreError::Closed));
                 }
                 // The job is dispatchable now: an idle worker need not wait out the sweep.
-                inner.wake_idle();
+                let woke = inner.wake_idle();
                 debug!(job = %job.id, targets = job.targets.len(), "job created");
                 match inner
                     .store()
@@ -546,9 +587,12 @@ impl Inner {
                     Ok(n) => debug!(jobs = n, "swept expired jobs"),
                     Err(e) => warn!(job = %job.id, error = %e, "store: sweep failed"),
                 }
-                Ok(Submitted {
-                    id: job.id,
-                    reused: false,
+                Ok(Admitted {
+                    submitted: Submitted {
+                        id: job.id,
+                        reused: false,
+                    },
+                    woke,
                 })
             }
         }
@@ -650,12 +694,14 @@ impl Inner {
     }
 
     /// Wakes the idle workers, if any, after a change that may give them work (or a nearer
-    /// retry time). A worker counts itself idle before its last look at the state, under the
+    /// retry time); whether there were any. A worker counts itself idle before its last look at the state, under the
     /// state lock, so a change made under that lock before this call is never missed.
-    fn wake_idle(&self) {
-        if self.idle.load(Ordering::SeqCst) > 0 {
+    fn wake_idle(&self) -> bool {
+        let idle = self.idle.load(Ordering::SeqCst) > 0;
+        if idle {
             self.wake.notify_waiters();
         }
+        idle
     }
 
     /// Monotonic time since the runner started: the machine's clock.

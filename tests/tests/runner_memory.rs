@@ -26,3 +26,62 @@ fn start_refuses_a_runtime_without_timers() -> rota_tests::runner::TestResult {
     assert!(err.to_string().contains("no timers"), "{err}");
     Ok(())
 }
+
+/// A submit made from a task on the runtime lets the idle worker it woke start at once, while
+/// the task goes on without yielding (as a loop of submits does: the bundled stores answer in
+/// one poll). Tokio runs a task woken from one of its threads on that thread, behind the task
+/// that woke it, where no other thread may take it: without the submit's yield the worker
+/// would wait for the submitting task to yield, here for ever.
+#[test]
+fn a_submit_from_a_task_lets_the_worker_it_woke_start_before_the_task_yields()
+-> rota_tests::runner::TestResult {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+
+    use rota::{CallerClass, CancellationToken, Config, FetchError, Runner, Target, TargetResult};
+    use rota_tests::runner::{Res, caller, content_of, target};
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let fetched = Arc::new(AtomicBool::new(false));
+    let seen = fetched.clone();
+    let fetch = move |_: Arc<rota::Caller>, t: Target, _: CancellationToken| {
+        seen.store(true, Ordering::SeqCst);
+        async move { Ok::<TargetResult, FetchError>(content_of(&t.url)) }
+    };
+    let started = rt.block_on(async move {
+        let config = Config {
+            workers: 1,
+            ..Config::default()
+        };
+        let runner = Runner::start(Arc::new(MemoryStore::new()), fetch, config).await?;
+        // Time for the worker to find nothing to do and go idle.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let task = tokio::spawn(async move {
+            let submitted = runner
+                .submit(
+                    caller("a"),
+                    CallerClass::Fleet,
+                    vec![target("https://a.test/1")],
+                )
+                .await;
+            // On without yielding until the fetch has run, or for long enough to tell.
+            let t0 = Instant::now();
+            while !fetched.load(Ordering::SeqCst) && t0.elapsed() < Duration::from_secs(10) {
+                std::hint::spin_loop();
+            }
+            let started = fetched.load(Ordering::SeqCst);
+            runner.close().await;
+            submitted?;
+            Res::Ok(started)
+        });
+        task.await?
+    })?;
+    assert!(
+        started,
+        "the worker did not start while the submitting task went on"
+    );
+    Ok(())
+}
