@@ -2,10 +2,11 @@
 //! the lock that makes one process its owner.
 //!
 //! The order matters, and each step is there for a reason:
-//! 1. [`Claim`]: a process-wide set of the paths open here. A second open in this process fails
-//!    at once, before it touches the file: closing any descriptor of a file drops every POSIX
-//!    lock this process holds on it (SQLite's own locks included), so even a read of the header
-//!    through a fresh descriptor would silently unlock the first owner.
+//! 1. [`Claim`]: a process-wide set of the files open here, by path and (on Unix) by device and
+//!    inode, so that a hard link to an open file is that file. A second open in this process
+//!    fails at once, before it touches the file: closing any descriptor of a file drops every
+//!    POSIX lock this process holds on it (SQLite's own locks included), so even a read of the
+//!    header through a fresh descriptor would silently unlock the first owner.
 //! 2. [`inspect`]: the first 100 bytes, read with plain file I/O. SQLite is not asked yet,
 //!    because opening a database may write (replaying a hot journal, creating `-wal`/`-shm`
 //!    files, changing the journal mode): a text file, a foreign or versioned-away database, or a
@@ -55,35 +56,81 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// How many prepared statements a connection keeps: more than the store has.
 const STATEMENT_CACHE: usize = 64;
 
-/// The paths a [`crate::SqliteStore`] holds open in this process.
-static OPEN: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
+/// The files a [`crate::SqliteStore`] holds open in this process.
+static OPEN: Mutex<BTreeSet<Key>> = Mutex::new(BTreeSet::new());
 
-/// A path's entry in [`OPEN`], removed on drop.
+/// How [`OPEN`] knows a file: by its canonical path, and (on Unix, once it exists) by its
+/// device and inode, which every hard link to it shares.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Key {
+    Path(PathBuf),
+    File { dev: u64, ino: u64 },
+}
+
+/// A file's entries in [`OPEN`], removed on drop.
 #[derive(Debug)]
-pub(crate) struct Claim(PathBuf);
+pub(crate) struct Claim(Vec<Key>);
 
 impl Claim {
     /// Claims `path` for this process, or fails with [`StoreError::InUse`].
     fn take(path: &Path) -> Result<Claim, StoreError> {
-        let key = canonical(path);
+        let keys: Vec<Key> = std::iter::once(Key::Path(canonical(path)))
+            .chain(identity(path))
+            .collect();
         // Nothing panics under this lock, so a poisoned one holds a consistent set.
         let mut open = OPEN.lock().unwrap_or_else(PoisonError::into_inner);
-        if !open.insert(key.clone()) {
+        if keys.iter().any(|k| open.contains(k)) {
             return Err(StoreError::InUse(format!(
                 "{}: already open by another SqliteStore in this process; drop it first",
                 path.display()
             )));
         }
-        Ok(Claim(key))
+        open.extend(keys.iter().cloned());
+        Ok(Claim(keys))
+    }
+
+    /// Adds the identity of the file at `path` to the claim, once it exists (an open that
+    /// created it claimed its path only).
+    fn identify(&mut self, path: &Path) {
+        let Some(id) = identity(path) else {
+            return;
+        };
+        if self.0.contains(&id) {
+            return;
+        }
+        let mut open = OPEN.lock().unwrap_or_else(PoisonError::into_inner);
+        // Another claim cannot hold it: that claim's file would be this one, whose path this
+        // claim holds, and its open would have been refused.
+        if open.insert(id.clone()) {
+            self.0.push(id);
+        }
     }
 }
 
 impl Drop for Claim {
     fn drop(&mut self) {
-        OPEN.lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&self.0);
+        let mut open = OPEN.lock().unwrap_or_else(PoisonError::into_inner);
+        for k in &self.0 {
+            open.remove(k);
+        }
     }
+}
+
+/// The device and inode of the file at `path` (symlinks followed), if it exists. `stat` opens
+/// no descriptor, so it never drops a lock.
+#[cfg(unix)]
+fn identity(path: &Path) -> Option<Key> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| Key::File {
+        dev: m.dev(),
+        ino: m.ino(),
+    })
+}
+
+/// Files have no identity here beyond their path.
+#[cfg(not(unix))]
+fn identity(_path: &Path) -> Option<Key> {
+    None
 }
 
 /// `path` with symlinks resolved, so two spellings of one file are one claim. A file that does
@@ -221,7 +268,7 @@ pub(crate) struct Opened {
 /// write (SQLite rewrites a header whose page count it finds stale as soon as a write
 /// transaction begins).
 pub(crate) fn open_file(path: &Path, opts: SqliteOptions) -> Result<Opened, StoreError> {
-    let claim = Claim::take(path)?;
+    let mut claim = Claim::take(path)?;
     inspect(path)?;
     let shown = path.display().to_string();
     // A `-wal` that was there before this open holds another run's commits (a crash). While the
@@ -288,6 +335,7 @@ pub(crate) fn open_file(path: &Path, opts: SqliteOptions) -> Result<Opened, Stor
         ));
     }
     tune(&conn, opts.synchronous)?;
+    claim.identify(path);
     Ok(Opened { conn, claim, tally })
 }
 

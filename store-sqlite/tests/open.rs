@@ -152,6 +152,55 @@ fn a_second_open_in_this_process_is_in_use_until_the_first_is_dropped() {
     SqliteStore::open(&path).unwrap();
 }
 
+/// A hard link to an open store is that store: an open through it is refused before it reads
+/// the file (closing a descriptor of the file, even a reader's, would drop this process's lock
+/// on it), so that another process is still locked out after the refused open.
+#[test]
+fn a_hard_link_to_an_open_store_is_refused_and_the_owner_keeps_its_lock() {
+    // The child: opens the path it is given and says how that went.
+    if let Ok(path) = std::env::var("ROTA_SQLITE_TRY") {
+        match SqliteStore::open(&path) {
+            Ok(_) => println!("\nrota-try: opened"),
+            Err(StoreError::InUse(_)) => println!("\nrota-try: in use"),
+            Err(e) => println!("\nrota-try: {e}"),
+        }
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rota.db");
+    let owner = SqliteStore::open(&path).unwrap();
+    let link = dir.path().join("link.db");
+    fs::hard_link(&path, &link).unwrap();
+    let err = SqliteStore::open(&link).unwrap_err();
+    assert!(
+        matches!(&err, StoreError::InUse(m) if m.contains("already open")),
+        "{err:?}"
+    );
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_hard_link_to_an_open_store_is_refused_and_the_owner_keeps_its_lock",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("ROTA_SQLITE_TRY", &path)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("rota-try: in use"), "{said}");
+    drop(owner);
+    // Once the owner is gone the file opens through either name, and an existing file opened
+    // through one name is refused through the other.
+    let again = SqliteStore::open(&link).unwrap();
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert!(
+        matches!(&err, StoreError::InUse(m) if m.contains("already open")),
+        "{err:?}"
+    );
+    drop(again);
+    SqliteStore::open(&path).unwrap();
+}
+
 #[test]
 fn a_file_locked_by_another_process_is_in_use() {
     // The `sqlite3`-free way to hold the lock from another process: this test binary itself,
