@@ -3,8 +3,11 @@
 //! Everything is checked before anything is submitted, and every error names the item (in an
 //! array) or the line (in JSON lines) it is about.
 
+use std::fmt;
+
 use rota::{Options, Target};
-use serde_json::Value;
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
 
 /// The keys a target object may have.
 const TARGET_KEYS: &[&str] = &["url", "options"];
@@ -18,17 +21,17 @@ const OPTION_KEYS: &[&str] = &[
 /// The contents are a JSON array when their first non-blank character is `[`, and JSON lines
 /// otherwise (blank lines are skipped). Each item is a URL string or an object
 /// `{"url": .., "options": {..}}`; a URL must be absolute `http://` or `https://`, and an
-/// unknown key is an error rather than silently dropped.
+/// unknown key, or a key given twice in one object, is an error rather than silently dropped.
 pub fn parse_targets(text: &str) -> Result<Vec<Target>, String> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let trimmed = text.trim_start();
     let targets = if trimmed.starts_with('[') {
-        let items: Vec<Value> =
+        let items: Vec<Strict> =
             serde_json::from_str(text).map_err(|e| format!("not a valid JSON array: {e}"))?;
         items
             .into_iter()
             .enumerate()
-            .map(|(i, v)| {
+            .map(|(i, Strict(v))| {
                 let n = i + 1;
                 to_target(v).map_err(|e| format!("item {n} (idx {i}): {e}"))
             })
@@ -40,7 +43,7 @@ pub fn parse_targets(text: &str) -> Result<Vec<Target>, String> {
             if line.trim().is_empty() {
                 continue;
             }
-            let v: Value =
+            let Strict(v) =
                 serde_json::from_str(line).map_err(|e| format!("line {n}: not valid JSON: {e}"))?;
             out.push(to_target(v).map_err(|e| format!("line {n}: {e}"))?);
         }
@@ -50,6 +53,83 @@ pub fn parse_targets(text: &str) -> Result<Vec<Target>, String> {
         return Err("no targets: give a JSON array or JSON lines of URLs or target objects".into());
     }
     Ok(targets)
+}
+
+/// A JSON value read as [`Value`] reads it, except that an object that gives a key twice is an
+/// error: a `Value` keeps the last and drops the others without a word.
+struct Strict(Value);
+
+impl<'de> Deserialize<'de> for Strict {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Strict, D::Error> {
+        d.deserialize_any(StrictVisitor).map(Strict)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, b: bool) -> Result<Value, E> {
+        Ok(Value::Bool(b))
+    }
+
+    fn visit_i64<E>(self, n: i64) -> Result<Value, E> {
+        Ok(Value::Number(n.into()))
+    }
+
+    fn visit_u64<E>(self, n: u64) -> Result<Value, E> {
+        Ok(Value::Number(n.into()))
+    }
+
+    fn visit_f64<E>(self, n: f64) -> Result<Value, E> {
+        // JSON has no NaN or infinity, so every number read is finite.
+        Ok(serde_json::Number::from_f64(n).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<Value, E> {
+        Ok(Value::String(s.to_owned()))
+    }
+
+    fn visit_string<E>(self, s: String) -> Result<Value, E> {
+        Ok(Value::String(s))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        Strict::deserialize(d).map(|Strict(v)| v)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(Strict(v)) = seq.next_element()? {
+            items.push(v);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if out.contains_key(&key) {
+                return Err(de::Error::custom(format!("the key {key:?} is given twice")));
+            }
+            let Strict(v) = map.next_value()?;
+            out.insert(key, v);
+        }
+        Ok(Value::Object(out))
+    }
 }
 
 fn to_target(v: Value) -> Result<Target, String> {
@@ -232,6 +312,40 @@ mod tests {
         let e = parse_targets("[\"https://a.example\",\n  \"https://b.example\"").unwrap_err();
         assert!(e.starts_with("not a valid JSON array"), "{e}");
         assert!(e.contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn a_key_given_twice_is_an_error_naming_it_and_where() {
+        let e =
+            parse_targets("{\"url\": \"https://a.example/1\", \"url\": \"https://a.example/2\"}\n")
+                .unwrap_err();
+        assert!(e.starts_with("line 1: not valid JSON"), "{e}");
+        assert!(e.contains("the key \"url\" is given twice"), "{e}");
+        assert!(e.contains("column"), "{e}");
+        let e = parse_targets(
+            r#"["https://a.example/1",
+                {"url": "https://a.example/2", "options": {"grep": "a", "grep": "b"}}]"#,
+        )
+        .unwrap_err();
+        assert!(e.starts_with("not a valid JSON array"), "{e}");
+        assert!(e.contains("the key \"grep\" is given twice"), "{e}");
+        assert!(e.contains("line 2"), "{e}");
+        // The same key in two objects is no repeat; numbers, nulls and nesting read as before.
+        let got = parse_targets(
+            r#"[{"url": "https://a.example/1", "options": {"context": null}},
+                {"url": "https://a.example/2"}]"#,
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            vec![url("https://a.example/1"), url("https://a.example/2")]
+        );
+        let Strict(v) =
+            serde_json::from_str(r#"[1, -2, 2.5, null, true, {"a": [{"b": {}}]}]"#).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!([1, -2, 2.5, null, true, {"a": [{"b": {}}]}])
+        );
     }
 
     #[test]
