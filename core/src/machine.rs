@@ -102,6 +102,10 @@ pub const ERR_CLOSED: &str = "runner closed";
 pub const ERR_INTERRUPTED: &str = "interrupted";
 /// The error stored for a fetch that panicked.
 pub const ERR_INTERNAL: &str = "internal error";
+/// The error of a job the runner ended with an outcome its store did not take (a write that
+/// failed): stored `failed` with this error rather than `done` or `partial`, which would show
+/// the job ended whole.
+pub const ERR_NOT_STORED: &str = "store: the outcome of a target could not be stored";
 
 /// The machine's part of a [`Config`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

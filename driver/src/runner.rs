@@ -1,6 +1,7 @@
 //! [`Runner`]: binds a [`JobMachine`], a [`BatchStore`] and a [`Fetch`].
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
+use std::hash::BuildHasherDefault;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -8,8 +9,8 @@ use std::task::Poll;
 use std::time::Duration;
 
 use rota_core::machine::{
-    Completion, Dispatch, ERR_CLOSED, ERR_INTERNAL, ERR_INTERRUPTED, Event, MachineConfig, Outcome,
-    Store, Terminal,
+    Completion, Dispatch, ERR_CLOSED, ERR_INTERNAL, ERR_INTERRUPTED, ERR_NOT_STORED, Event, JobKey,
+    KeyHasher, MachineConfig, Outcome, Store, Terminal,
 };
 use rota_core::{
     Admission, BatchStore, Caller, CallerClass, Caps, Config, FetchError, Hooks, JobMachine,
@@ -158,6 +159,10 @@ impl Drop for Kept<'_> {
 struct State {
     machine: JobMachine,
     callers: Callers,
+    /// The live jobs an outcome of which the store failed to take: they must not end `done`
+    /// or `partial` in the store, which would then show a job ended whole with targets that
+    /// never got their outcome.
+    lost: HashSet<JobKey, BuildHasherDefault<KeyHasher>>,
 }
 
 impl std::fmt::Debug for Runner {
@@ -216,6 +221,7 @@ impl Runner {
             state: Mutex::new(State {
                 machine: JobMachine::new(MachineConfig::from(&cfg)),
                 callers: Callers::default(),
+                lost: HashSet::default(),
             }),
             wake: Notify::new(),
             idle: AtomicUsize::new(0),
@@ -628,7 +634,11 @@ impl Inner {
         // One more try for the writes that failed; what still fails is left to the next
         // start's recovery (which fails a live job as `interrupted`).
         inner.settle().await;
-        inner.lock().callers.clear();
+        {
+            let mut st = inner.lock();
+            st.callers.clear();
+            st.lost.clear();
+        }
         debug!("runner closed");
         // Told only once this task's share of the runner (and so of the store) is dropped, so
         // that a file store is free to reopen when close returns and the handles are gone.
@@ -826,9 +836,12 @@ impl Inner {
             Store::Done | Store::Failed | Store::GiveUp => fetched.write,
             Store::Pending { .. } => TargetWrite::Pending,
         };
+        // A job one of whose outcomes the store did not take ends `failed` (below), not as the
+        // machine would have it: the last target's write must not end it.
+        let lost_before = terminal.is_some() && self.lock().lost.contains(&d.key);
         let finish = terminal
             .as_ref()
-            .filter(|t| t.error.is_empty())
+            .filter(|t| t.error.is_empty() && !lost_before)
             .map(|t| t.status);
         let now = self.cfg.clock.now_unix();
         let stored = match self
@@ -849,12 +862,23 @@ impl Inner {
                 false
             }
         };
-        if !stored && let Some(status) = finish {
-            // The job must still end in the store, or it stays live there and holds its caps.
-            self.set_status(&d.id, status, "").await;
-        }
-        if let Some(t) = terminal.as_ref().filter(|t| !t.error.is_empty()) {
-            self.set_status(&t.id, t.status, t.error).await;
+        match &terminal {
+            Some(t) if !t.error.is_empty() => self.set_status(&t.id, t.status, t.error).await,
+            Some(t) if lost_before || !stored => {
+                // The job must still end in the store, or it stays live there and holds its
+                // caps; but not whole, since an outcome of it is not there.
+                warn!(job = %t.id, status = %t.status, "job ended with an outcome not stored: stored failed");
+                self.set_status(&t.id, JobStatus::Failed, ERR_NOT_STORED)
+                    .await;
+            }
+            Some(_) => {}
+            // A busy answer's write (back to pending) lost is not an outcome lost: the target
+            // is tried again, and its outcome written then.
+            None => {
+                if !stored && store.is_final() {
+                    self.lock().lost.insert(d.key);
+                }
+            }
         }
 
         if store.is_final() {
@@ -880,6 +904,7 @@ impl Inner {
             let r = st.machine.handle_stored(d.key, now);
             if !st.machine.contains(d.key) {
                 st.callers.remove(d.key);
+                st.lost.remove(&d.key);
             }
             self.drain(&mut st);
             (r, self.dispatch(&mut st, now))

@@ -143,6 +143,8 @@ macro_rules! runner_tests {
                 a_panic_before_the_fetch_future_exists_is_caught_too,
                 a_failing_finish_target_is_logged_at_warn_and_the_job_goes_on,
                 a_job_whose_final_write_fails_still_ends_in_the_store,
+                a_job_with_an_outcome_the_store_did_not_take_ends_failed_not_done,
+                a_busy_answer_whose_write_failed_loses_no_outcome,
                 a_failing_start_target_is_logged_at_warn_and_the_job_goes_on,
                 a_failing_set_status_is_logged_at_warn_and_survived,
                 a_cancel_whose_status_write_fails_is_written_again_and_frees_the_cap,
@@ -3305,7 +3307,13 @@ pub async fn a_job_whose_final_write_fails_still_ends_in_the_store(
     until("a is reported terminal", || r.hooks.terminal() == 1).await?;
     assert!(!logs.buf.warns_with(&a).is_empty(), "no warn names job {a}");
     // The runner reports a job terminal only after its store writes for it have returned.
-    let status = f.inner().job(&a).await?.map(|r| r.status);
+    let row = f.inner().job(&a).await?;
+    let status = row.as_ref().map(|r| r.status);
+    assert_eq!(
+        row.as_ref().map(|r| r.error.as_str()),
+        Some(rota::machine::ERR_NOT_STORED),
+        "job a's outcome is not stored, so it is not done"
+    );
     f.heal_all();
     let again = r.submit_targets("alice", targets("b", 1)).await;
     r.close().await?;
@@ -3315,6 +3323,66 @@ pub async fn a_job_whose_final_write_fails_still_ends_in_the_store(
     );
     assert!(again.is_ok(), "the caller's cap is still held: {again:?}");
     Ok(())
+}
+
+/// A job one of whose outcomes the store did not take ends `failed` with `ERR_NOT_STORED` in
+/// the store, not `done`: that would show a job ended whole with a target that never got its
+/// outcome.
+pub async fn a_job_with_an_outcome_the_store_did_not_take_ends_failed_not_done(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let (f, dyn_store) = faulty(store);
+    let r = rig(dyn_store, Probe::new(), config()).await?;
+    r.probe.hold(&url("a", 1));
+    f.fail(Op::FinishTarget);
+    let a = r.submit("alice", "a", 2).await?;
+    // a1 starts only once a0's outcome was written (and failed).
+    r.started(&url("a", 1), 1).await?;
+    f.heal(Op::FinishTarget);
+    r.probe.release_all();
+    let v = r.terminal(&a).await?;
+    assert_eq!(
+        (v.job.status, v.job.error.as_str()),
+        (JobStatus::Failed, rota::machine::ERR_NOT_STORED)
+    );
+    assert_eq!(
+        states(&v),
+        [TargetState::Running, TargetState::Done],
+        "a0's outcome is not stored, a1's is"
+    );
+    // The next job, all stored, ends done.
+    let b = r.submit("bob", "b", 2).await?;
+    assert_eq!(r.terminal(&b).await?.job.status, JobStatus::Done);
+    r.close().await
+}
+
+/// A busy answer whose write (back to pending) failed loses no outcome: the target is tried
+/// again, its outcome stored, and the job ends `done`.
+pub async fn a_busy_answer_whose_write_failed_loses_no_outcome(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let (f, dyn_store) = faulty(store);
+    let probe = Probe::scripted(|url, attempt| {
+        if attempt == 0 {
+            Act::Fail(FetchError::RetryLater("busy".into()))
+        } else {
+            Act::Ok(content_of(url))
+        }
+    });
+    // Time enough to heal the store between the busy answer and the next try.
+    let cfg = Config {
+        retry_wait: Duration::from_secs(1),
+        ..config()
+    };
+    let r = rig(dyn_store, probe, cfg).await?;
+    f.fail(Op::FinishTarget);
+    let a = r.submit("alice", "a", 1).await?;
+    until("the busy answer's write has failed", || f.injected() >= 1).await?;
+    f.heal(Op::FinishTarget);
+    let v = r.terminal(&a).await?;
+    assert_eq!((v.job.status, v.job.error.as_str()), (JobStatus::Done, ""));
+    assert_eq!(r.probe.attempts(&url("a", 0)), 2);
+    r.close().await
 }
 
 /// A `start_target` that fails is logged at warn with the job id, and the job still ends; once
