@@ -226,6 +226,7 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
     say!();
 
     let mut ids = Vec::new();
+    let mut created = 0;
     for (who, targets) in jobs {
         let n = targets.len();
         let caller = Caller {
@@ -236,6 +237,7 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
         match runner.submit(caller, CallerClass::Fleet, targets).await {
             Ok(s) => {
                 say!("submitted job {} for {who} ({n} targets)", s.id);
+                created += usize::from(!s.reused);
                 ids.push((who, s.id));
             }
             Err(e) => {
@@ -256,6 +258,9 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
 
     let mut finished: Vec<Option<JobStatus>> = vec![None; ids.len()];
     while finished.iter().any(Option::is_none) {
+        // Before the looks below: the runner has made (or tried) every write of the jobs it
+        // created, so what they show is what the store took.
+        let runner_done = signals.ended() >= created && signals.inflight() == 0;
         for (slot, (who, id)) in finished.iter_mut().zip(&ids) {
             if slot.is_some() {
                 continue;
@@ -284,6 +289,17 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
         if crate::out::stdout_gone() {
             runner.close().await;
             return Err("writing stdout: it is closed".into());
+        }
+        // The runner is done with every job it created, yet one is not ended in the store:
+        // the store did not take its last writes (a full disk), and never will show it ended.
+        if runner_done && finished.iter().any(Option::is_none) {
+            runner.close().await;
+            return Err(
+                "the store did not take the jobs' last writes (see the warnings \
+                        above); the next run on this store fails the jobs left live \
+                        `interrupted`"
+                    .into(),
+            );
         }
         signals.changed(Duration::from_millis(250)).await;
     }
@@ -328,7 +344,7 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
             {
                 String::new()
             } else {
-                format!("--store {} ", store_url.absolute())
+                format!("--store {} ", shell_word(&store_url.absolute().to_string()))
             };
             if flag.is_empty() {
                 say!("Read one back (from this directory) with:");
@@ -341,4 +357,34 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `s` as one word for a POSIX shell: as it is when it holds only characters no shell treats
+/// specially, else in single quotes (a quote inside written `'\''`).
+fn shell_word(s: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-:+=,@%".contains(c);
+    if !s.is_empty() && s.chars().all(plain) {
+        return s.to_owned();
+    }
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shell_word_is_quoted_only_when_it_needs_to_be() {
+        assert_eq!(
+            shell_word("sqlite:/tmp/a-b_c.d/rota.sqlite3"),
+            "sqlite:/tmp/a-b_c.d/rota.sqlite3"
+        );
+        assert_eq!(
+            shell_word("sqlite:/tmp/my jobs/r.db"),
+            "'sqlite:/tmp/my jobs/r.db'"
+        );
+        assert_eq!(shell_word("sqlite:/tmp/it's"), r"'sqlite:/tmp/it'\''s'");
+        assert_eq!(shell_word("a$b`c"), "'a$b`c'");
+        assert_eq!(shell_word(""), "''");
+    }
 }

@@ -22,6 +22,12 @@ pub struct Signals {
     /// Targets stored failed after coming back busy for too long: their last busy answer was
     /// not tried again.
     gave_up: AtomicUsize,
+    /// The runner reported a job ended (done, partial, failed or cancelled). `rota run` and
+    /// `rota demo` give each runner their own jobs only.
+    ended: AtomicUsize,
+    /// Targets in flight, as the runner last reported: a target is out of flight once its
+    /// outcome's store write was made (or failed).
+    inflight: AtomicUsize,
     wake: Notify,
 }
 
@@ -32,6 +38,16 @@ impl Signals {
         self.busy
             .load(Ordering::Relaxed)
             .saturating_sub(self.gave_up.load(Ordering::Relaxed))
+    }
+
+    /// How many jobs the runner reported ended.
+    pub fn ended(&self) -> usize {
+        self.ended.load(Ordering::SeqCst)
+    }
+
+    /// How many targets the runner last reported in flight.
+    pub fn inflight(&self) -> usize {
+        self.inflight.load(Ordering::SeqCst)
     }
 
     /// Waits until something happened, or `at_most` passed.
@@ -79,7 +95,14 @@ impl<F: Fetch> Fetch for Counting<F> {
 pub struct WakeHooks(pub Arc<Signals>);
 
 impl Hooks for WakeHooks {
-    fn job(&self, _outcome: JobOutcome) {
+    fn job(&self, outcome: JobOutcome) {
+        if !matches!(outcome, JobOutcome::Created | JobOutcome::Reused) {
+            self.0.ended.fetch_add(1, Ordering::SeqCst);
+        }
+        self.0.poke();
+    }
+    fn inflight(&self, targets: usize) {
+        self.0.inflight.store(targets, Ordering::SeqCst);
         self.0.poke();
     }
     fn target(&self, err: Option<&FetchError>, _elapsed: Duration, _result_bytes: usize) {

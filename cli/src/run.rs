@@ -98,7 +98,7 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
             return Err(submit_error(&e));
         }
     };
-    let id = submitted.id;
+    let id = submitted.id.clone();
     if submitted.reused {
         note!(
             "job {id} reused: the same caller submitted the same targets within --ttl; \
@@ -131,6 +131,12 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
         if view.job.status.is_terminal() && !in_flight {
             break;
         }
+        // The runner is done with the job even if the store did not take its last writes (a
+        // full disk): then the store never shows it ended, and waiting for that would be for
+        // ever.
+        if !submitted.reused && signals.ended() > 0 && signals.inflight() == 0 {
+            break;
+        }
         tokio::select! {
             () = signals.changed(POLL) => {}
             Some(()) = interrupts.recv(), if !cancelling => {
@@ -151,6 +157,13 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
         .map_err(|e| format!("reading job {id}: {e}"))?
         .ok_or_else(|| format!("job {id} is no longer in the store"))?;
     print_targets(&view)?;
+    if !view.job.status.is_terminal() {
+        note!(
+            "job {id} is still {} in the store: the store did not take its last writes (see \
+             the warnings above); the next run on this store fails it `interrupted`",
+            view.job.status
+        );
+    }
     // The job's results are out: now the budget (which may evict this very job).
     match evict_to(&*store, budget).await {
         Ok(0) => {}
@@ -166,8 +179,9 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
     Ok(exit_code(view.job.status))
 }
 
-/// The first Ctrl-C arrives on the channel; the second ends the process at once (exit 130).
-/// The handler is installed before this returns.
+/// The first Ctrl-C (or SIGTERM, as `timeout`, `kill` and service managers send) arrives on
+/// the channel; the second of either ends the process at once, with the shell's code for it
+/// (130 for Ctrl-C, 143 for SIGTERM). The handlers are installed before this returns.
 fn interrupts() -> Result<mpsc::Receiver<()>, String> {
     let (tx, rx) = mpsc::channel(1);
     #[cfg(unix)]
@@ -175,14 +189,23 @@ fn interrupts() -> Result<mpsc::Receiver<()>, String> {
         use tokio::signal::unix::{SignalKind, signal};
         let mut sigint =
             signal(SignalKind::interrupt()).map_err(|e| format!("listening for Ctrl-C: {e}"))?;
+        let mut sigterm =
+            signal(SignalKind::terminate()).map_err(|e| format!("listening for SIGTERM: {e}"))?;
         tokio::spawn(async move {
-            if sigint.recv().await.is_none() {
+            // The exit code of the next of either signal, if one comes.
+            let mut next = async || {
+                tokio::select! {
+                    s = sigint.recv() => s.map(|()| 130),
+                    s = sigterm.recv() => s.map(|()| 143),
+                }
+            };
+            if next().await.is_none() {
                 return;
             }
             let _ = tx.send(()).await;
-            if sigint.recv().await.is_some() {
+            if let Some(code) = next().await {
                 note!("interrupted");
-                std::process::exit(130);
+                std::process::exit(code);
             }
         });
     }

@@ -90,6 +90,34 @@ fn json_array(urls: &[String]) -> String {
     serde_json::to_string(urls).unwrap()
 }
 
+/// A `RUST_LOG` directive for a module of the HTTP stack (more specific than the crate-wide
+/// off the binary adds) does not bring back its records, which name the host they connect to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_log_naming_a_module_of_the_http_stack_leaves_hosts_out_of_the_logs() {
+    let s = common::start().await;
+    let env = Env::new();
+    let f = env.file("t.json", &json_array(&[s.url("/page/a")]));
+    for filter in [
+        "debug,hyper_util::client::legacy::connect::http=trace",
+        "debug,reqwest::connect=trace",
+    ] {
+        let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("rota");
+        cmd.current_dir(env.dir.path())
+            .env("RUST_LOG", filter)
+            .args(["--store", "memory", "run"])
+            .arg(&f)
+            .timeout(LIMIT);
+        let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap();
+        let err = stderr(&o);
+        assert_eq!(code(&o), 0, "{err}");
+        // Our own debug records are there, and no host.
+        assert!(err.contains("DEBUG"), "{err}");
+        assert!(!err.contains("127.0.0.1"), "RUST_LOG={filter}:\n{err}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_prints_one_json_line_per_target_in_idx_order_and_exits_0_when_all_are_done() {
     let s = common::start().await;
@@ -663,12 +691,85 @@ mod interrupt {
     }
 
     fn sigint(child: &Child) {
+        signal(child, "-INT");
+    }
+
+    fn signal(child: &Child, which: &str) {
         let ok = Command::new("kill")
-            .args(["-INT", &child.id().to_string()])
+            .args([which, &child.id().to_string()])
             .status()
             .unwrap()
             .success();
         assert!(ok);
+    }
+
+    /// SIGTERM (what `timeout`, `kill` and service managers send) cancels the job as Ctrl-C
+    /// does: the target in flight is stored, nothing else starts, and the job is `cancelled`
+    /// in the store rather than left `running` there.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sigterm_cancels_the_job_as_ctrl_c_does() {
+        let s = common::start().await;
+        let env = Env::new();
+        let f = env.file(
+            "t.json",
+            &json_array(&[s.url("/sleep/2000"), s.url("/page/b")]),
+        );
+        let (mut child, id, err) = tokio::task::block_in_place(|| start(&env, &f));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        signal(&child, "-TERM");
+        let (status, rest) = tokio::task::spawn_blocking(move || {
+            let mut rest = String::new();
+            let mut err = err;
+            std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+            (child.wait().unwrap(), rest)
+        })
+        .await
+        .unwrap();
+        assert_eq!(status.code(), Some(1), "{rest}");
+        assert!(rest.contains(&format!("cancelling job {id}")), "{rest}");
+        let o = env.rota(&["status", &id], None).await;
+        let view: JobView = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(view.job.status, JobStatus::Cancelled);
+        assert_eq!(view.targets[0].status, TargetState::Done);
+        assert_eq!(view.targets[1].status, TargetState::Pending);
+    }
+
+    /// A store that stops taking writes partway (here a file size limit, as a full disk
+    /// would) does not keep `rota run` waiting for ever for the job to end in the store: it
+    /// ends with 1 once the runner is done, and says why.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn run_ends_with_1_when_the_store_stops_taking_writes() {
+        let s = common::start().await;
+        let env = Env::new();
+        let urls: Vec<String> = (0..5)
+            .map(|i| s.url(&format!("/big/{}", 150_000 + i)))
+            .collect();
+        let f = env.file("t.json", &json_array(&urls));
+        // SIGXFSZ ignored (and so inherited through exec): a write past the limit fails with
+        // EFBIG instead of killing the process.
+        let script = format!(
+            "trap '' XFSZ; ulimit -f 400; exec '{}' --store '{}' run '{}'",
+            assert_cmd::cargo::cargo_bin!("rota").display(),
+            env.store(),
+            f.display()
+        );
+        let mut cmd = assert_cmd::Command::new("sh");
+        cmd.args(["-c", &script])
+            .env_remove("RUST_LOG")
+            .env_remove("ROTA_STORE")
+            .timeout(LIMIT);
+        let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap();
+        let err = stderr(&o);
+        assert_eq!(code(&o), 1, "{err}");
+        // Failed in the store for the outcomes it lost, or, if the store took not even that
+        // status write, said to be left live there.
+        assert!(
+            err.contains(rota::machine::ERR_NOT_STORED)
+                || err.contains("did not take its last writes"),
+            "{err}"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -870,6 +971,43 @@ async fn the_demos_read_back_commands_work_in_the_shell_that_ran_it() {
         let args: Vec<&str> = c.split(' ').collect();
         let st = env.rota(&args, None).await;
         assert_eq!(code(&st), 0, "`rota {c}`: {}", stderr(&st));
+    }
+}
+
+/// The read-back commands, pasted into a shell, work for a store path with a space and a quote.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demos_read_back_commands_work_in_a_shell_for_a_path_with_a_space_and_a_quote() {
+    let env = Env::new();
+    let dir = env.dir.path().join("my jobs").join("it's here");
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = format!("sqlite:{}", dir.join("rota.sqlite3").display());
+    let out = demo_saying(&env, &["--store", &store], &[]).await;
+    let commands: Vec<&str> = out
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("rota ") && l.contains(" status "))
+        .collect();
+    assert_eq!(commands.len(), 2, "{out}");
+    let bin = assert_cmd::cargo::cargo_bin!("rota");
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for c in commands {
+        let mut sh = assert_cmd::Command::new("sh");
+        sh.args(["-c", c])
+            .env("PATH", &path)
+            .env_remove("ROTA_STORE")
+            .current_dir(env.dir.path())
+            .timeout(LIMIT);
+        let st = tokio::task::spawn_blocking(move || sh.output().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(code(&st), 0, "`{c}`: {}", stderr(&st));
+        let view: JobView = serde_json::from_slice(&st.stdout).unwrap();
+        assert!(view.job.status.is_terminal());
     }
 }
 
