@@ -144,12 +144,19 @@ fn to_target(v: Value) -> Result<Target, String> {
                 map.remove("options");
             }
             match map.get("options") {
-                Some(Value::Object(o)) => unknown_keys(o, OPTION_KEYS, "option")?,
+                Some(Value::Object(o)) => {
+                    unknown_keys(o, OPTION_KEYS, "option")?;
+                    option_types(o)?;
+                }
                 Some(Value::Null) | None => {}
                 Some(_) => return Err("\"options\" must be an object".into()),
             }
-            if !map.contains_key("url") {
-                return Err("a target object needs a \"url\"".into());
+            match map.get("url") {
+                Some(Value::String(_)) => {}
+                Some(other) => {
+                    return Err(format!("\"url\" must be a string, not {}", kind(other)));
+                }
+                None => return Err("a target object needs a \"url\"".into()),
             }
             serde_json::from_value(Value::Object(map)).map_err(|e| e.to_string())?
         }
@@ -176,6 +183,21 @@ fn unknown_keys(
             known.join(", ")
         )),
     }
+}
+
+/// Checks that each option's value has its type, naming the option that does not.
+fn option_types(options: &Map<String, Value>) -> Result<(), String> {
+    for (k, v) in options {
+        let (ok, want) = match k.as_str() {
+            "context" => (v.is_boolean() || v.is_null(), "true, false or null"),
+            "recover" => (v.is_boolean(), "true or false"),
+            _ => (v.is_string(), "a string"),
+        };
+        if !ok {
+            return Err(format!("option {k:?} must be {want}, not {}", kind(v)));
+        }
+    }
+    Ok(())
 }
 
 fn check_url(url: &str) -> Result<(), String> {
@@ -278,7 +300,7 @@ mod tests {
             ),
             (
                 r#"[{"url": "https://a.example", "options": {"grep": 3}}]"#,
-                "item 1 (idx 0): invalid type",
+                "item 1 (idx 0): option \"grep\" must be a string, not a number",
             ),
             (
                 r#"[{"url": "https://a.example", "options": "grep"}]"#,
@@ -346,6 +368,31 @@ mod tests {
             v,
             serde_json::json!([1, -2, 2.5, null, true, {"a": [{"b": {}}]}])
         );
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_names_its_key() {
+        let cases = [
+            (
+                r#"{"url": 7}"#,
+                r#"line 1: "url" must be a string, not a number"#,
+            ),
+            (
+                r#"{"url": "https://a.example", "options": {"grep": null}}"#,
+                r#"line 1: option "grep" must be a string, not null"#,
+            ),
+            (
+                r#"{"url": "https://a.example", "options": {"recover": "yes"}}"#,
+                r#"line 1: option "recover" must be true or false, not a string"#,
+            ),
+            (
+                r#"{"url": "https://a.example", "options": {"context": 1}}"#,
+                r#"line 1: option "context" must be true, false or null, not a number"#,
+            ),
+        ];
+        for (line, want) in cases {
+            assert_eq!(parse_targets(line).unwrap_err(), want, "{line}");
+        }
     }
 
     #[test]
