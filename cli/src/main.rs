@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use tracing::Subscriber;
-use tracing_subscriber::filter::{Directive, FilterExt, filter_fn};
+use tracing_subscriber::filter::{Directive, FilterExt, LevelFilter, filter_fn};
 use tracing_subscriber::layer::{Filter, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -49,7 +49,10 @@ where
             env = env.add_directive(d);
         }
     }
-    env.and(filter_fn(|meta| !is_quiet(meta.target())))
+    // The records' target is known only as each one comes; the level limit stays RUST_LOG's,
+    // so that tracing and `log` still skip what it turns off without building it.
+    let limit = <EnvFilter as Filter<S>>::max_level_hint(&env).unwrap_or(LevelFilter::TRACE);
+    env.and(filter_fn(|meta| !is_quiet(meta.target())).with_max_level_hint(limit))
 }
 
 /// Whether `target` (a record's, `crate::module::…`) is one of the [`QUIET`] crates'.
@@ -150,6 +153,21 @@ mod tests {
             assert!(enabled!(target: "rota::runner", Level::DEBUG));
             assert!(!enabled!(target: "rota::runner", Level::TRACE));
         });
+    }
+
+    /// The filter keeps RUST_LOG's level limit, which lets tracing and `log` skip a record
+    /// above it before building it.
+    #[test]
+    fn the_filter_keeps_rust_logs_level_limit() {
+        use tracing_subscriber::Registry;
+        for (env, want) in [
+            ("warn", LevelFilter::WARN),
+            ("info,rota::runner=debug", LevelFilter::DEBUG),
+            ("trace", LevelFilter::TRACE),
+        ] {
+            let filter = quieted::<Registry>(EnvFilter::new(env));
+            assert_eq!(filter.max_level_hint(), Some(want), "{env}");
+        }
     }
 
     #[test]

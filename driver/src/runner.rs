@@ -311,8 +311,8 @@ impl Runner {
                     // task woken from one of its threads on that thread, after the task that
                     // woke it, where no other thread may take it: the worker would not start
                     // until the caller's task next yields (a loop of submits never does: the
-                    // bundled stores answer in one poll). One yield lets it start now.
-                    let_woken_run().await;
+                    // bundled stores answer in one poll).
+                    hand_on_woken_workers();
                 }
                 Ok(submitted)
             }
@@ -342,6 +342,7 @@ impl Runner {
                 && !c.inflight
             {
                 st.callers.remove(key);
+                st.lost.remove(&key);
             }
             inner.drain(&mut st);
             // Counted under the lock that cancelled the job (so the machine was open), so a
@@ -474,22 +475,18 @@ struct Admitted {
     woke: bool,
 }
 
-/// Yields once, so that a task this one woke can run now. It wakes itself before returning
-/// `Pending`, which tokio's scheduler takes as a yield: this task goes to the back of its
-/// thread's queue, from which another thread may take it (and one is told), and the thread
-/// runs the task it was to run next, such as the one just woken. (`tokio::task::yield_now`
-/// would not do: it defers its wake-up until the thread has run out of work.)
-async fn let_woken_run() {
-    let mut yielded = false;
-    std::future::poll_fn(|cx| {
-        if yielded {
-            return Poll::Ready(());
-        }
-        yielded = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    })
-    .await;
+/// Lets another thread take the workers the calling task just woke. Tokio keeps the task last
+/// woken from one of its threads in that thread's next-task slot, which other threads may not
+/// take, and tells no other thread; a task spawned from the thread takes the slot, and the
+/// task it held goes to the thread's queue, which other threads take from, and a parked
+/// thread is told. The spawned task does nothing. The caller goes on without yielding: a
+/// submit whose store answers in one poll still ends in that poll, so a caller that drops it
+/// unfinished has not made a job. (Yielding instead would let the worker run here now, but a
+/// submit dropped at that yield would have made a job its caller never hears of.)
+fn hand_on_woken_workers() {
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        drop(rt.spawn(async {}));
+    }
 }
 
 /// A dispatched target, ready to run.
@@ -862,15 +859,23 @@ impl Inner {
                 false
             }
         };
+        // A job an outcome of which the store did not take ends `failed` there, and so in the
+        // hooks, rather than whole. It must still end in the store, or it stays live there
+        // and holds its caps.
+        let terminal = terminal.map(|t| {
+            if t.error.is_empty() && (lost_before || !stored) {
+                warn!(job = %t.id, status = %t.status, "job ended with an outcome not stored");
+                Terminal {
+                    status: JobStatus::Failed,
+                    error: ERR_NOT_STORED,
+                    ..t
+                }
+            } else {
+                t
+            }
+        });
         match &terminal {
             Some(t) if !t.error.is_empty() => self.set_status(&t.id, t.status, t.error).await,
-            Some(t) if lost_before || !stored => {
-                // The job must still end in the store, or it stays live there and holds its
-                // caps; but not whole, since an outcome of it is not there.
-                warn!(job = %t.id, status = %t.status, "job ended with an outcome not stored: stored failed");
-                self.set_status(&t.id, JobStatus::Failed, ERR_NOT_STORED)
-                    .await;
-            }
             Some(_) => {}
             // A busy answer's write (back to pending) lost is not an outcome lost: the target
             // is tried again, and its outcome written then.

@@ -64,7 +64,12 @@ static OPEN: Mutex<BTreeSet<Key>> = Mutex::new(BTreeSet::new());
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Key {
     Path(PathBuf),
-    File { dev: u64, ino: u64 },
+    // Made only where files have one (see `identity`).
+    #[cfg_attr(not(unix), allow(dead_code))]
+    File {
+        dev: u64,
+        ino: u64,
+    },
 }
 
 /// A file's entries in [`OPEN`], removed on drop.
@@ -99,8 +104,9 @@ impl Claim {
             return;
         }
         let mut open = OPEN.lock().unwrap_or_else(PoisonError::into_inner);
-        // Another claim cannot hold it: that claim's file would be this one, whose path this
-        // claim holds, and its open would have been refused.
+        // Another claim holds it only if a hard link to this new file was made and opened in
+        // this process while this open ran (one of the two then owns the file's lock); this
+        // claim then leaves the identity to that one.
         if open.insert(id.clone()) {
             self.0.push(id);
         }
