@@ -156,7 +156,9 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
         .await
         .map_err(|e| format!("reading job {id}: {e}"))?
         .ok_or_else(|| format!("job {id} is no longer in the store"))?;
-    print_targets(&view)?;
+    // Should stdout be gone (`rota run … | head -1`), the budget and the summary still apply,
+    // then the error.
+    let printed = print_targets(&view);
     if !view.job.status.is_terminal() {
         note!(
             "job {id} is still {} in the store: the store did not take its last writes (see \
@@ -164,7 +166,8 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
             view.job.status
         );
     }
-    // The job's results are out: now the budget (which may evict this very job).
+    // The job's results are out (or could not be): now the budget (which may evict this very
+    // job).
     match evict_to(&*store, budget).await {
         Ok(0) => {}
         Ok(_) => {
@@ -176,6 +179,7 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
     }
     let c = Counts::of(&view, signals.retries());
     note!("{}", summary(&view, c, started.elapsed()));
+    printed?;
     Ok(exit_code(view.job.status))
 }
 

@@ -610,6 +610,42 @@ async fn a_machine_without_ca_certificates_still_runs_on_the_bundled_roots() {
     assert_eq!(lines(&o)[0].status, TargetState::Done);
 }
 
+/// `rota run` whose stdout is closed (`rota run … | head -0`) ends with 1 and says why, after
+/// applying `--max-bytes` and printing its summary as it would have.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_with_its_stdout_closed_still_applies_the_budget_and_says_why() {
+    use std::process::{Command, Stdio};
+    let s = common::start().await;
+    let env = Env::new();
+    let f = env.file("t.json", &json_array(&[s.url("/page/a"), s.url("/page/b")]));
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin!("rota"))
+        .current_dir(env.dir.path())
+        .env("ROTA_STORE", env.store())
+        .env_remove("RUST_LOG")
+        .args(["run", "--max-bytes", "1"])
+        .arg(&f)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The read end is closed before anything is written.
+    drop(child.stdout.take());
+    let o = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(code(&o), 1, "{err}");
+    assert!(err.contains("writing stdout"), "{err}");
+    let id = job_id(&o);
+    assert!(
+        err.contains(&format!("job {id} done: 2/2 done")),
+        "the summary: {err}"
+    );
+    let st = env.rota(&["status", &id], None).await;
+    assert_eq!(code(&st), 1, "evicted past --max-bytes: {}", stderr(&st));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_stops_with_exit_1_when_its_stdout_is_closed() {
     use std::io::{BufRead, BufReader};
