@@ -250,8 +250,10 @@ impl Runner {
     /// targets while it is reusable, else checks the caps and stores a new job `queued` before
     /// returning. The caller is kept in memory for the fetch, never stored.
     ///
-    /// Called from a task, a submit that wakes an idle worker yields once before it returns, so
-    /// that the worker starts at once rather than when the calling task next yields.
+    /// With a store that answers in one poll (the bundled ones), a submit ends in one poll: a
+    /// caller that drops it unfinished has made no job. Called from a task, a submit that wakes
+    /// an idle worker lets another of the runtime's threads take that worker, so that it starts
+    /// at once rather than when the calling task next yields.
     pub async fn submit(
         &self,
         caller: Caller,
@@ -701,8 +703,9 @@ impl Inner {
     }
 
     /// Wakes the idle workers, if any, after a change that may give them work (or a nearer
-    /// retry time); whether there were any. A worker counts itself idle before its last look at the state, under the
-    /// state lock, so a change made under that lock before this call is never missed.
+    /// retry time); whether there were any. A worker counts itself idle before its last look at
+    /// the state, under the state lock, so a change made under that lock before this call is
+    /// never missed.
     fn wake_idle(&self) -> bool {
         let idle = self.idle.load(Ordering::SeqCst) > 0;
         if idle {
