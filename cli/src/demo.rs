@@ -225,6 +225,10 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
         .map_err(|e| format!("starting on the store {store_url}: {e}"))?;
     say!();
 
+    // Listening before the jobs exist: a Ctrl-C (or SIGTERM) from here on cancels them rather
+    // than killing the process halfway, leaving them live in the store.
+    let mut interrupts = crate::run::interrupts()?;
+    let mut cancelled = false;
     let mut ids = Vec::new();
     let mut created = 0;
     for (who, targets) in jobs {
@@ -301,7 +305,24 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
                     .into(),
             );
         }
-        signals.changed(Duration::from_millis(250)).await;
+        tokio::select! {
+            () = signals.changed(Duration::from_millis(250)) => {}
+            Some(()) = interrupts.recv(), if !cancelled => {
+                cancelled = true;
+                say!(
+                    "\ncancelling the jobs: the target in flight finishes and is stored (Ctrl-C \
+                     again to quit at once)"
+                );
+                for (_, id) in &ids {
+                    runner.cancel(id).await;
+                }
+                // Each job is cancelled in the store at once; its lines wait for the target
+                // in flight, so that they count it.
+                while signals.inflight() > 0 {
+                    signals.changed(Duration::from_millis(250)).await;
+                }
+            }
+        }
     }
     runner.close().await;
     // Both jobs reported: now the byte budget (which may evict them).
@@ -356,7 +377,11 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
             }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if cancelled {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// `s` as one word for a POSIX shell: as it is when it holds only characters no shell treats

@@ -186,7 +186,7 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
 /// The first Ctrl-C (or SIGTERM, as `timeout`, `kill` and service managers send) arrives on
 /// the channel; the second of either ends the process at once, with the shell's code for it
 /// (130 for Ctrl-C, 143 for SIGTERM). The handlers are installed before this returns.
-fn interrupts() -> Result<mpsc::Receiver<()>, String> {
+pub(crate) fn interrupts() -> Result<mpsc::Receiver<()>, String> {
     let (tx, rx) = mpsc::channel(1);
     #[cfg(unix)]
     {

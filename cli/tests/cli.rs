@@ -739,6 +739,67 @@ mod interrupt {
         assert!(ok);
     }
 
+    /// Ctrl-C during `rota demo` cancels its jobs rather than killing it halfway: both end
+    /// `cancelled` in the store (not left `running` there), the demo says so, shows them, and
+    /// ends with 1.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ctrl_c_in_the_demo_cancels_its_jobs() {
+        let env = Env::new();
+        let mut child = Command::new(assert_cmd::cargo::cargo_bin!("rota"))
+            .current_dir(env.dir.path())
+            .env_remove("ROTA_STORE")
+            .env_remove("RUST_LOG")
+            .args(["--store", &env.store(), "demo"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let ids = tokio::task::block_in_place(|| {
+            let mut ids = Vec::new();
+            let mut line = String::new();
+            loop {
+                line.clear();
+                assert!(
+                    out.read_line(&mut line).unwrap() > 0,
+                    "the demo ended early"
+                );
+                if let Some(rest) = line.strip_prefix("submitted job ")
+                    && let Some((id, _)) = rest.split_once(' ')
+                {
+                    ids.push(id.to_owned());
+                }
+                // The targets start being fetched after this line.
+                if line.contains("the jobs' targets in turn") {
+                    return ids;
+                }
+            }
+        });
+        assert_eq!(ids.len(), 2);
+        sigint(&child);
+        let (status, rest) = tokio::task::spawn_blocking(move || {
+            let mut rest = String::new();
+            std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+            (child.wait().unwrap(), rest)
+        })
+        .await
+        .unwrap();
+        assert_eq!(status.code(), Some(1), "{rest}");
+        assert!(rest.contains("cancelling the jobs"), "{rest}");
+        for id in &ids {
+            assert!(rest.contains(&format!("job {id} of ")), "{rest}");
+            let o = env.rota(&["status", id], None).await;
+            let view: JobView = serde_json::from_slice(&o.stdout).unwrap();
+            assert_eq!(view.job.status, JobStatus::Cancelled, "{rest}");
+            assert!(
+                view.targets
+                    .iter()
+                    .all(|t| t.status != TargetState::Running),
+                "a target left running: {rest}"
+            );
+        }
+    }
+
     /// SIGTERM (what `timeout`, `kill` and service managers send) cancels the job as Ctrl-C
     /// does: the target in flight is stored, nothing else starts, and the job is `cancelled`
     /// in the store rather than left `running` there.
