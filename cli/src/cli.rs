@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use rota::Config;
 
 use crate::http::HttpConfig;
@@ -33,6 +33,29 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// Parses the process's arguments as [`Parser::try_parse`] does, except that a `ROTA_STORE`
+    /// that is set but empty counts as unset (as an empty variable usually does), rather than
+    /// naming a store "".
+    pub fn from_env_and_args() -> Result<Cli, clap::Error> {
+        let empty = std::env::var_os("ROTA_STORE").is_some_and(|v| v.is_empty());
+        Cli::parse_with(empty, std::env::args_os())
+    }
+
+    /// Parses `args`, `ROTA_STORE` ignored if `ignore_store_env`.
+    fn parse_with(
+        ignore_store_env: bool,
+        args: impl IntoIterator<Item = impl Into<std::ffi::OsString> + Clone>,
+    ) -> Result<Cli, clap::Error> {
+        let mut cmd = Cli::command();
+        if ignore_store_env {
+            cmd = cmd.mut_arg("store", |a| a.env(None::<&str>));
+        }
+        let matches = cmd.try_get_matches_from_mut(args)?;
+        Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))
+    }
 }
 
 /// The subcommands.

@@ -3,7 +3,6 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::Parser;
 use tracing::Subscriber;
 use tracing_subscriber::filter::{Directive, FilterExt, LevelFilter, filter_fn};
 use tracing_subscriber::layer::{Filter, SubscriberExt};
@@ -62,7 +61,7 @@ fn is_quiet(target: &str) -> bool {
 }
 
 fn main() -> ExitCode {
-    let cli = match rota_cli::cli::Cli::try_parse() {
+    let cli = match rota_cli::cli::Cli::from_env_and_args() {
         Ok(cli) => cli,
         Err(e) => {
             // Help and version go to stdout with 0; a usage error is an error: 1, not clap's 2,

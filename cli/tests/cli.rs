@@ -90,6 +90,26 @@ fn json_array(urls: &[String]) -> String {
     serde_json::to_string(urls).unwrap()
 }
 
+/// `ROTA_STORE` set but empty counts as unset: the default store, in the current directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_rota_store_means_the_default_store() {
+    let s = common::start().await;
+    let env = Env::new();
+    let f = env.file("t.json", &json_array(&[s.url("/page/a")]));
+    let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("rota");
+    cmd.current_dir(env.dir.path())
+        .env("ROTA_STORE", "")
+        .env_remove("RUST_LOG")
+        .arg("run")
+        .arg(&f)
+        .timeout(LIMIT);
+    let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(env.dir.path().join("rota.sqlite3").is_file());
+}
+
 /// A `RUST_LOG` directive for a module of the HTTP stack (more specific than the crate-wide
 /// off the binary adds) does not bring back its records, which name the host they connect to.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
