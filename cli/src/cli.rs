@@ -40,20 +40,11 @@ impl Cli {
     /// that is set but empty counts as unset (as an empty variable usually does), rather than
     /// naming a store "".
     pub fn from_env_and_args() -> Result<Cli, clap::Error> {
-        let empty = std::env::var_os("ROTA_STORE").is_some_and(|v| v.is_empty());
-        Cli::parse_with(empty, std::env::args_os())
-    }
-
-    /// Parses `args`, `ROTA_STORE` ignored if `ignore_store_env`.
-    fn parse_with(
-        ignore_store_env: bool,
-        args: impl IntoIterator<Item = impl Into<std::ffi::OsString> + Clone>,
-    ) -> Result<Cli, clap::Error> {
         let mut cmd = Cli::command();
-        if ignore_store_env {
+        if std::env::var_os("ROTA_STORE").is_some_and(|v| v.is_empty()) {
             cmd = cmd.mut_arg("store", |a| a.env(None::<&str>));
         }
-        let matches = cmd.try_get_matches_from_mut(args)?;
+        let matches = cmd.try_get_matches_from_mut(std::env::args_os())?;
         Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))
     }
 }

@@ -264,7 +264,7 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
     while finished.iter().any(Option::is_none) {
         // Before the looks below: the runner has made (or tried) every write of the jobs it
         // created, so what they show is what the store took.
-        let runner_done = signals.ended() >= created && signals.inflight() == 0;
+        let runner_done = signals.runner_done_with(created);
         for (slot, (who, id)) in finished.iter_mut().zip(&ids) {
             if slot.is_some() {
                 continue;

@@ -40,9 +40,11 @@ impl Signals {
             .saturating_sub(self.gave_up.load(Ordering::Relaxed))
     }
 
-    /// How many jobs the runner reported ended.
-    pub fn ended(&self) -> usize {
-        self.ended.load(Ordering::SeqCst)
+    /// Whether the runner is done with the `jobs` it created: each reported ended and nothing
+    /// in flight, so every write for them was made (or failed). The store may still not show
+    /// them ended, if it did not take those writes.
+    pub fn runner_done_with(&self, jobs: usize) -> bool {
+        self.ended.load(Ordering::SeqCst) >= jobs && self.inflight() == 0
     }
 
     /// How many targets the runner last reported in flight.

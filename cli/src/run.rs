@@ -98,8 +98,9 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
             return Err(submit_error(&e));
         }
     };
-    let id = submitted.id.clone();
-    if submitted.reused {
+    let reused = submitted.reused;
+    let id = submitted.id;
+    if reused {
         note!(
             "job {id} reused: the same caller submitted the same targets within --ttl; \
              showing its stored outcome"
@@ -134,7 +135,7 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
         // The runner is done with the job even if the store did not take its last writes (a
         // full disk): then the store never shows it ended, and waiting for that would be for
         // ever.
-        if !submitted.reused && signals.ended() > 0 && signals.inflight() == 0 {
+        if !reused && signals.runner_done_with(1) {
             break;
         }
         tokio::select! {
