@@ -309,11 +309,8 @@ impl Runner {
         match inner.to_the_end(admitting).await {
             Ok(Ok(Admitted { submitted, woke })) => {
                 if woke && tokio::task::try_id().is_some() {
-                    // Called from a task, this submit woke an idle worker, and tokio runs a
-                    // task woken from one of its threads on that thread, after the task that
-                    // woke it, where no other thread may take it: the worker would not start
-                    // until the caller's task next yields (a loop of submits never does: the
-                    // bundled stores answer in one poll).
+                    // Else the worker waits for the calling task to yield, which a loop of
+                    // submits on the bundled stores never does.
                     hand_on_woken_workers();
                 }
                 Ok(submitted)
