@@ -82,6 +82,7 @@
 mod callers;
 mod catch;
 mod fetch;
+mod guarded;
 mod runner;
 
 pub use fetch::Fetch;

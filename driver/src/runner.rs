@@ -26,6 +26,7 @@ use tracing::{debug, info, warn};
 use crate::Fetch;
 use crate::callers::Callers;
 use crate::catch::CatchUnwind;
+use crate::guarded::Guarded;
 
 /// The answer to a submit.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,6 +54,10 @@ pub struct Submitted {
 /// to come: close waits for its workers, then for the submits and cancels already writing (a
 /// submit that the closing runner refuses to register fails its stored job `runner closed`),
 /// and then makes its own writes. (A `touch` is not waited for.)
+///
+/// **A store call that panics** is a [`StoreError`] (`<operation>: the store panicked`) to
+/// the runner, handled as a failed call: no panic of the store's reaches a worker, which it
+/// would end, or a caller. The panic's value is never logged or stored.
 ///
 /// The runner's workers are tokio tasks: [`start`](Runner::start) needs a tokio runtime with
 /// timers.
@@ -203,7 +208,9 @@ impl Runner {
                 ),
             ));
         }
-        let recovered = store.recover(ERR_INTERRUPTED, cfg.clock.now_unix()).await?;
+        let recovered = Guarded(&*store)
+            .recover(ERR_INTERRUPTED, cfg.clock.now_unix())
+            .await?;
         if recovered > 0 {
             info!(jobs = recovered, "failed the jobs left live as interrupted");
         }
@@ -674,8 +681,9 @@ impl Inner {
 
     /// The store itself: its methods called on the `Arc` would go through the `Arc<S>`
     /// forwarder, one more boxed future per call.
-    fn store(&self) -> &dyn BatchStore {
-        &*self.store
+    /// The store, each call of which is guarded: a panic in it is a store error.
+    fn store(&self) -> Guarded<'_> {
+        Guarded(&*self.store)
     }
 
     /// Asks the machine for the next target to fetch.

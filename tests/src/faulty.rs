@@ -6,11 +6,13 @@
 //! store.fail(Op::FinishTarget);   // every finish_target now fails ...
 //! store.heal(Op::FinishTarget);   // ... and now works again
 //! store.fail_after(10);           // 10 more calls succeed, then every call fails
-//! store.heal_all();
+//! store.panic_on(Op::Evict);       // every evict now panics (a store's bug) ...
+//! store.heal_all();                // ... and every fault is cleared
 //! ```
 
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::SeqCst};
 
@@ -113,6 +115,10 @@ pub enum Timing {
 /// The countdown's value when it is off.
 const OFF: u64 = u64::MAX;
 
+/// The start of the value of every panic a [`FaultyStore`] injects: a secret that must never
+/// reach a log or a row.
+pub const STORE_PANIC_VALUE: &str = "store panic value: never log me";
+
 /// The start of the context of every injected [`StoreError::Backend`].
 const CONTEXT: &str = "injected fault in ";
 
@@ -135,6 +141,7 @@ pub fn is_injected(e: &StoreError) -> bool {
 pub struct FaultyStore<S: ?Sized> {
     inner: Arc<S>,
     failing: AtomicU32,
+    panicking: AtomicU32,
     countdown: AtomicU64,
     late: AtomicBool,
     calls: AtomicU64,
@@ -155,6 +162,7 @@ impl<S: BatchStore + ?Sized> FaultyStore<S> {
         FaultyStore {
             inner,
             failing: AtomicU32::new(0),
+            panicking: AtomicU32::new(0),
             countdown: AtomicU64::new(OFF),
             late: AtomicBool::new(false),
             calls: AtomicU64::new(0),
@@ -175,11 +183,19 @@ impl<S: BatchStore + ?Sized> FaultyStore<S> {
     /// Makes `op` work again (a running countdown still applies).
     pub fn heal(&self, op: Op) {
         self.failing.fetch_and(!op.bit(), SeqCst);
+        self.panicking.fetch_and(!op.bit(), SeqCst);
     }
 
     /// Whether `op` is set to fail (not counting the countdown).
     pub fn is_failing(&self, op: Op) -> bool {
         self.failing.load(SeqCst) & op.bit() != 0
+    }
+
+    /// Makes every call of `op` panic, when its future is polled, until it is healed (a store's
+    /// bug; [`heal`](Self::heal) and [`heal_all`](Self::heal_all) clear it). The panic's value
+    /// is [`STORE_PANIC_VALUE`] followed by the operation's name.
+    pub fn panic_on(&self, op: Op) {
+        self.panicking.fetch_or(op.bit(), SeqCst);
     }
 
     /// Lets the next `n` calls through (of operations not set to fail), then fails every call
@@ -188,9 +204,10 @@ impl<S: BatchStore + ?Sized> FaultyStore<S> {
         self.countdown.store(n.min(OFF - 1), SeqCst);
     }
 
-    /// Clears every fault: no operation is set to fail and the countdown is off.
+    /// Clears every fault: no operation is set to fail or panic and the countdown is off.
     pub fn heal_all(&self) {
         self.failing.store(0, SeqCst);
+        self.panicking.store(0, SeqCst);
         self.countdown.store(OFF, SeqCst);
     }
 
@@ -231,6 +248,10 @@ impl<S: BatchStore + ?Sized> FaultyStore<S> {
         fut: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
         self.calls.fetch_add(1, SeqCst);
+        if self.panicking.load(SeqCst) & op.bit() != 0 {
+            self.injected.fetch_add(1, SeqCst);
+            std::panic::panic_any(format!("{STORE_PANIC_VALUE} {op}"));
+        }
         if !self.strikes(op) {
             return fut.await;
         }
@@ -249,14 +270,18 @@ impl<S: BatchStore + ?Sized> FaultyStore<S> {
 /// Shows the fault switches and counters, not the wrapped store.
 impl<S: ?Sized> fmt::Debug for FaultyStore<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let failing: Vec<Op> = Op::ALL
-            .iter()
-            .copied()
-            .filter(|op| self.failing.load(SeqCst) & op.bit() != 0)
-            .collect();
+        let ops = |bits: &AtomicU32| -> Vec<Op> {
+            let bits = bits.load(SeqCst);
+            Op::ALL
+                .iter()
+                .copied()
+                .filter(|op| bits & op.bit() != 0)
+                .collect()
+        };
         let countdown = self.countdown.load(SeqCst);
         f.debug_struct("FaultyStore")
-            .field("failing", &failing)
+            .field("failing", &ops(&self.failing))
+            .field("panicking", &ops(&self.panicking))
             .field("countdown", &(countdown != OFF).then_some(countdown))
             .field("late", &self.late.load(SeqCst))
             .field("calls", &self.calls.load(SeqCst))
@@ -324,8 +349,19 @@ impl<S: BatchStore + ?Sized> BatchStore for FaultyStore<S> {
         self.call(Op::Sweep, self.inner.sweep(now, ttl_secs)).await
     }
 
-    async fn evict(&self, max_bytes: u64) -> Result<usize, StoreError> {
-        self.call(Op::Evict, self.inner.evict(max_bytes)).await
+    // Written by hand, as `#[async_trait]` would expand it, so that the wrapped store's `evict`
+    // is called when this one is (a wrapped store that panics when called panics here then).
+    fn evict<'s, 'f>(
+        &'s self,
+        max_bytes: u64,
+    ) -> Pin<Box<dyn Future<Output = Result<usize, StoreError>> + Send + 'f>>
+    where
+        's: 'f,
+        Self: 'f,
+    {
+        // `S`'s own method: `Arc<S>`'s would call it only when polled.
+        let fut = S::evict(&self.inner, max_bytes);
+        Box::pin(self.call(Op::Evict, fut))
     }
 
     async fn recover(&self, error: &str, now: i64) -> Result<usize, StoreError> {

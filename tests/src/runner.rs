@@ -49,7 +49,7 @@ use tokio::sync::{Barrier, Semaphore};
 use tokio::time::Instant;
 use tracing_subscriber::fmt::MakeWriter;
 
-use crate::faulty::{FaultyStore, Op, Timing};
+use crate::faulty::{FaultyStore, Op, STORE_PANIC_VALUE, Timing};
 
 #[doc(hidden)]
 pub use rota_core::BatchStore;
@@ -147,6 +147,7 @@ macro_rules! runner_tests {
                 a_failing_start_target_is_logged_at_warn_and_the_job_goes_on,
                 a_failing_set_status_is_logged_at_warn_and_survived,
                 a_cancel_whose_status_write_fails_is_written_again_and_frees_the_cap,
+                a_panicking_store_call_is_an_error_and_stops_no_worker,
                 close_never_waits_on_a_submit_whose_caller_stopped_polling,
                 a_close_cut_short_by_its_runtimes_shutdown_lets_a_later_close_return,
                 failing_sweep_and_evict_are_logged_at_warn_and_survived,
@@ -723,11 +724,13 @@ impl LogCapture {
 
 /// A [`BatchStore`] over a shared `Arc<dyn BatchStore>` that records every final target write
 /// the wrapped store accepted (so a fault test can check none was lost), and can hold its
-/// `set_status` calls (a store whose write suspends). Put it under a [`FaultyStore`] to record
-/// only the writes that got past the faults.
+/// `set_status` calls (a store whose write suspends), or make its `evict` panic when called.
+/// Put it under a [`FaultyStore`] to record only the writes that got past the faults.
 pub struct Shared {
     inner: Arc<dyn BatchStore>,
     accepted: Mutex<Vec<(String, usize, TargetWrite)>>,
+    /// `evict` panics when called, before it makes its future.
+    evict_panics: AtomicBool,
     status_gate: Gate,
     admit_gate: Gate,
 }
@@ -781,6 +784,7 @@ impl Shared {
         Shared {
             inner,
             accepted: Mutex::new(Vec::new()),
+            evict_panics: AtomicBool::new(false),
             status_gate: Gate::default(),
             admit_gate: Gate::default(),
         }
@@ -816,6 +820,12 @@ impl Shared {
     /// Waits (up to 10 s) until `n` set_status calls are held.
     pub async fn statuses_held(&self, n: usize) -> TestResult {
         self.status_gate.held(n, "set_status").await
+    }
+
+    /// Makes `evict` panic (with [`STORE_PANIC_VALUE`]) when it is called, before its future
+    /// exists, or not (`false`): a store written by hand, without `#[async_trait]`.
+    pub fn panic_in_evict_call(&self, on: bool) {
+        self.evict_panics.store(on, Ordering::SeqCst);
     }
 
     /// Every accepted done or failed target write, as (job id, idx, write).
@@ -880,8 +890,19 @@ impl BatchStore for Shared {
     async fn sweep(&self, now: i64, ttl_secs: i64) -> Result<usize, StoreError> {
         self.inner.sweep(now, ttl_secs).await
     }
-    async fn evict(&self, max_bytes: u64) -> Result<usize, StoreError> {
-        self.inner.evict(max_bytes).await
+    // Written by hand, as `#[async_trait]` would expand it, to panic before the future exists.
+    fn evict<'s, 'f>(
+        &'s self,
+        max_bytes: u64,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<usize, StoreError>> + Send + 'f>>
+    where
+        's: 'f,
+        Self: 'f,
+    {
+        if self.evict_panics.load(Ordering::SeqCst) {
+            std::panic::panic_any(format!("{STORE_PANIC_VALUE} evict call"));
+        }
+        self.inner.evict(max_bytes)
     }
     async fn recover(&self, error: &str, now: i64) -> Result<usize, StoreError> {
         self.inner.recover(error, now).await
@@ -3462,6 +3483,137 @@ pub async fn a_cancel_whose_status_write_fails_is_written_again_and_frees_the_ca
         Some(JobStatus::Cancelled),
         "a's status was not written again"
     );
+    Ok(())
+}
+
+/// A store call that panics (a bug of the store's) is a store error to the runner, handled as
+/// any: a panicking `start_target` fails the target, a panicking `finish_target` ends the job
+/// `failed` as not stored, a panicking `evict` or `sweep` is logged, a panicking `admit` fails
+/// the submit, a panicking `set_status` is made again, a panicking `view` or `touch` is an
+/// error to its caller, a panicking `recover` fails `Runner::start`. The one worker that made the calls goes on (a panic that reached it
+/// would end it, and no later job would run); the panic's value is never logged or stored.
+pub async fn a_panicking_store_call_is_an_error_and_stops_no_worker(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let logs = LogCapture::start();
+    let (f, dyn_store) = faulty(store);
+    f.panic_on(Op::Recover);
+    let refused = Runner::start(dyn_store.clone(), Probe::new(), config()).await;
+    f.heal_all();
+    assert!(
+        matches!(&refused, Err(e) if e.to_string() == "recover: the store panicked"),
+        "{:?}",
+        refused.err()
+    );
+    let r = rig(dyn_store, Probe::new(), config()).await?;
+    // Fails the test now if job `id` is not `status` with `error`, or a target of it has an
+    // error that does not say the store panicked (`panicked`) or has one (not `panicked`).
+    let ended = |id: String, status: JobStatus, error: &'static str, panicked: bool| {
+        let r = &r;
+        async move {
+            let v = r.terminal(&id).await?;
+            assert_eq!(
+                (v.job.status, v.job.error.as_str()),
+                (status, error),
+                "{id}"
+            );
+            for t in &v.targets {
+                assert_eq!(t.error.contains("the store panicked"), panicked, "{t:?}");
+            }
+            Res::Ok(id)
+        }
+    };
+    let mut ids = Vec::new();
+
+    f.panic_on(Op::StartTarget);
+    let a = r.submit("alice", "a", 2).await?;
+    ids.push(ended(a, JobStatus::Failed, "", true).await?);
+    f.heal_all();
+
+    f.panic_on(Op::FinishTarget);
+    let b = r.submit("alice", "b", 2).await?;
+    until("b is reported terminal", || r.hooks.terminal() == 2).await?;
+    f.heal_all();
+    ids.push(ended(b, JobStatus::Failed, rota::machine::ERR_NOT_STORED, false).await?);
+
+    f.panic_on(Op::Evict);
+    let c = r.submit("alice", "c", 2).await?;
+    ids.push(ended(c, JobStatus::Done, "", false).await?);
+    f.heal_all();
+
+    f.inner().panic_in_evict_call(true);
+    let d = r.submit("alice", "d", 2).await?;
+    ids.push(ended(d, JobStatus::Done, "", false).await?);
+    f.inner().panic_in_evict_call(false);
+
+    f.panic_on(Op::Sweep);
+    let e = r.submit("alice", "e", 2).await?;
+    ids.push(ended(e, JobStatus::Done, "", false).await?);
+    f.heal_all();
+
+    f.panic_on(Op::Admit);
+    let refused = r.submit_targets("alice", targets("f", 2)).await;
+    f.heal_all();
+    assert!(
+        matches!(&refused, Err(SubmitError::Store(e)) if e.to_string().contains("the store panicked")),
+        "{refused:?}"
+    );
+
+    r.probe.hold(&url("g", 0));
+    let g = r.submit("alice", "g", 2).await?;
+    r.started(&url("g", 0), 1).await?;
+    f.panic_on(Op::SetStatus);
+    assert!(r.runner.cancel(&g).await, "g was live");
+    f.heal_all();
+    r.probe.release_all();
+    until_status(&r.runner, &g, "g's cancelled is written again", |v| {
+        v.job.status == JobStatus::Cancelled
+    })
+    .await?;
+    ids.push(g);
+
+    f.panic_on(Op::View);
+    let view = r.runner.status(&ids[0]).await;
+    f.heal_all();
+    assert!(
+        matches!(&view, Err(e) if e.to_string().contains("the store panicked")),
+        "{view:?}"
+    );
+    f.panic_on(Op::Touch);
+    r.runner.touch(&ids[0]).await;
+    f.heal_all();
+    assert!(
+        logs.buf.text().contains("store: touch failed"),
+        "the failed touch is logged"
+    );
+
+    // The worker is still there.
+    let h = r.submit("bob", "h", 2).await?;
+    ids.push(ended(h, JobStatus::Done, "", false).await?);
+    r.close().await?;
+
+    let text = logs.buf.text();
+    for id in &ids {
+        let stored = format!(
+            "{:?} {:?}",
+            f.inner().job(id).await?,
+            f.inner().targets(id).await?
+        );
+        assert!(
+            !stored.contains(STORE_PANIC_VALUE),
+            "the panic value is stored"
+        );
+    }
+    assert!(
+        !text.contains(STORE_PANIC_VALUE),
+        "the panic value is logged:\n{text}"
+    );
+    for id in &ids[..2] {
+        assert!(
+            !logs.buf.warns_with(id).is_empty(),
+            "no warn names job {id}"
+        );
+    }
     Ok(())
 }
 

@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
-use rota_core::{Admission, BatchStore, JobStatus, StoreError, TargetWrite};
+use rota_core::{Admission, BatchStore, JobStatus, StoreError, TargetState, TargetWrite};
 use rota_store_memory::MemoryStore;
 use rota_tests::conformance::{ROOMY, T0, job_id, new_job};
-use rota_tests::faulty::{FaultyStore, Op, Timing, is_injected};
+use rota_tests::faulty::{FaultyStore, Op, STORE_PANIC_VALUE, Timing, is_injected};
 
 fn faulty() -> FaultyStore<MemoryStore> {
     FaultyStore::new(MemoryStore::new())
@@ -165,7 +165,7 @@ async fn it_wraps_a_shared_dyn_store_and_shows_its_switches() -> Result<(), Stor
     assert_eq!(
         format!("{store:?}"),
         concat!(
-            "FaultyStore { failing: [Admit], countdown: Some(5), late: false, calls: 1, ",
+            "FaultyStore { failing: [Admit], panicking: [], countdown: Some(5), late: false, calls: 1, ",
             "injected: 1, .. }"
         )
     );
@@ -197,5 +197,35 @@ async fn faults_switch_at_runtime_through_a_shared_handle() -> Result<(), StoreE
         panic!("switching task failed: {e}");
     }
     assert_eq!(store.live_jobs(None).await?, 0);
+    Ok(())
+}
+
+/// `panic_on` makes the chosen operation panic when its future is polled (with the secret
+/// value), not when it is called, and changes nothing stored; `heal` ends it.
+#[tokio::test]
+async fn a_chosen_operation_panics_when_polled_until_healed() -> Result<(), StoreError> {
+    let store = Arc::new(faulty());
+    let job = new_job(1, "alice", "k", 1, T0);
+    assert_eq!(store.admit(&job, &ROOMY).await?, Admission::Created);
+    store.panic_on(Op::StartTarget);
+    // Made here, panicking only once polled in the task.
+    let call = {
+        let (store, id) = (store.clone(), job.id.clone());
+        async move { store.start_target(&id, 0, T0).await.map(drop) }
+    };
+    let got = tokio::spawn(call).await;
+    let value = got
+        .err()
+        .filter(|e| e.is_panic())
+        .and_then(|e| e.into_panic().downcast::<String>().ok());
+    assert_eq!(
+        value.as_deref().map(String::as_str),
+        Some(format!("{STORE_PANIC_VALUE} start_target").as_str())
+    );
+    assert_eq!(store.injected(), 1);
+    let rows = store.inner().targets(&job.id).await?;
+    assert_eq!(rows.first().map(|t| t.status), Some(TargetState::Pending));
+    store.heal(Op::StartTarget);
+    assert!(store.start_target(&job.id, 0, T0).await?.is_some());
     Ok(())
 }
