@@ -16,6 +16,8 @@ use crate::catch::CatchUnwind;
 type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
 /// The error of a store call that panicked. Not the panic's value: it may carry anything.
+#[cold]
+#[inline(never)]
 fn panicked(op: &'static str) -> StoreError {
     StoreError::backend(op, std::io::Error::other("the store panicked"))
 }
@@ -29,6 +31,7 @@ pub(crate) struct Guard<'a, T> {
 
 impl<'a, T> Guard<'a, T> {
     /// Makes the store call `call` (catching a panic) and guards its future.
+    #[inline]
     fn new(op: &'static str, call: impl FnOnce() -> Call<'a, T>) -> Self {
         Guard {
             call: catch_unwind(AssertUnwindSafe(call)).ok().map(CatchUnwind),
@@ -40,6 +43,7 @@ impl<'a, T> Guard<'a, T> {
 impl<T> Future for Guard<'_, T> {
     type Output = Result<T, StoreError>;
 
+    #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let op = self.op;
         let Some(call) = self.call.as_mut() else {
@@ -62,6 +66,7 @@ impl<T> Future for Guard<'_, T> {
 pub(crate) struct Guarded<'s>(pub(crate) &'s dyn BatchStore);
 
 impl<'s> Guarded<'s> {
+    #[inline]
     pub(crate) fn admit<'a>(self, job: &'a NewJob, caps: &'a Caps) -> Guard<'a, Admission>
     where
         's: 'a,
@@ -69,6 +74,7 @@ impl<'s> Guarded<'s> {
         Guard::new("admit", || self.0.admit(job, caps))
     }
 
+    #[inline]
     pub(crate) fn view<'a>(self, id: &'a str) -> Guard<'a, Option<(JobRow, Vec<TargetRow>)>>
     where
         's: 'a,
@@ -76,6 +82,7 @@ impl<'s> Guarded<'s> {
         Guard::new("view", || self.0.view(id))
     }
 
+    #[inline]
     pub(crate) fn start_target<'a>(
         self,
         id: &'a str,
@@ -88,6 +95,7 @@ impl<'s> Guarded<'s> {
         Guard::new("start_target", || self.0.start_target(id, idx, now))
     }
 
+    #[inline]
     pub(crate) fn finish_target<'a>(
         self,
         id: &'a str,
@@ -104,6 +112,7 @@ impl<'s> Guarded<'s> {
         })
     }
 
+    #[inline]
     pub(crate) fn set_status<'a>(
         self,
         id: &'a str,
@@ -117,6 +126,7 @@ impl<'s> Guarded<'s> {
         Guard::new("set_status", || self.0.set_status(id, status, error, now))
     }
 
+    #[inline]
     pub(crate) fn touch<'a>(self, id: &'a str, now: i64) -> Guard<'a, bool>
     where
         's: 'a,
@@ -124,14 +134,17 @@ impl<'s> Guarded<'s> {
         Guard::new("touch", || self.0.touch(id, now))
     }
 
+    #[inline]
     pub(crate) fn sweep(self, now: i64, ttl_secs: i64) -> Guard<'s, usize> {
         Guard::new("sweep", || self.0.sweep(now, ttl_secs))
     }
 
+    #[inline]
     pub(crate) fn evict(self, max_bytes: u64) -> Guard<'s, usize> {
         Guard::new("evict", || self.0.evict(max_bytes))
     }
 
+    #[inline]
     pub(crate) fn recover<'a>(self, error: &'a str, now: i64) -> Guard<'a, usize>
     where
         's: 'a,
