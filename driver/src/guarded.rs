@@ -1,16 +1,16 @@
-//! The store as the runner calls it: a call that panics (a bug of the store's) is a store
+//! The store as the runner calls it: a call that panics (a bug of the store's: when called,
+//! while its future runs, or when that future or the panic's value is dropped) is a store
 //! error, as a failed call is, and never unwinds into a worker, which it would end (its jobs
-//! then never finish), or into a caller's task.
+//! then never finish), or into a caller's task. See `catch` for what is caught and why.
 
 use std::future::Future;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use rota_core::{Admission, BatchStore, Caps, JobRow, JobStatus, NewJob, StoreError};
 use rota_core::{TargetRow, TargetWrite};
 
-use crate::catch::CatchUnwind;
+use crate::catch::{CatchUnwind, catching};
 
 /// A store call's future, as [`BatchStore`]'s methods return it.
 type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
@@ -34,7 +34,7 @@ impl<'a, T> Guard<'a, T> {
     #[inline]
     fn new(op: &'static str, call: impl FnOnce() -> Call<'a, T>) -> Self {
         Guard {
-            call: catch_unwind(AssertUnwindSafe(call)).ok().map(CatchUnwind),
+            call: catching(call).ok().map(CatchUnwind::new),
             op,
         }
     }
@@ -52,9 +52,7 @@ impl<T> Future for Guard<'_, T> {
         match Pin::new(call).poll(cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Ok(r)) => Poll::Ready(r),
-            // The panic's value is dropped unread; the future that panicked is done with (this
-            // guard is ready, and is not polled again).
-            Poll::Ready(Err(_payload)) => Poll::Ready(Err(panicked(op))),
+            Poll::Ready(Err(_)) => Poll::Ready(Err(panicked(op))),
         }
     }
 }

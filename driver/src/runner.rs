@@ -2,7 +2,6 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::hash::BuildHasherDefault;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Poll;
@@ -25,7 +24,7 @@ use tracing::{debug, info, warn};
 
 use crate::Fetch;
 use crate::callers::Callers;
-use crate::catch::CatchUnwind;
+use crate::catch::{CatchUnwind, Panicked, catching};
 use crate::guarded::Guarded;
 
 /// The answer to a submit.
@@ -55,9 +54,11 @@ pub struct Submitted {
 /// submit that the closing runner refuses to register fails its stored job `runner closed`),
 /// and then makes its own writes. (A `touch` is not waited for.)
 ///
-/// **A store call that panics** is a [`StoreError`] (`<operation>: the store panicked`) to
+/// **A store call that panics** (when called, while its future runs, or when that future or
+/// the panic's value is dropped) is a [`StoreError`] (`<operation>: the store panicked`) to
 /// the runner, handled as a failed call: no panic of the store's reaches a worker, which it
-/// would end, or a caller. The panic's value is never logged or stored.
+/// would end, or a caller (unless built with `panic = "abort"`). The runner goes on using the
+/// store. The panic's value is never logged or stored.
 ///
 /// The runner's workers are tokio tasks: [`start`](Runner::start) needs a tokio runtime with
 /// timers.
@@ -83,6 +84,11 @@ struct Inner {
     epoch: Instant,
     state: Mutex<State>,
     wake: Notify,
+    /// Told when a job leaves [`State::registering`], if a cancel waits for one.
+    registered: Notify,
+    /// Cancels waiting for a registration: counted (under the state lock) before they let go
+    /// of the lock to wait, so a registration after that sees them.
+    awaiting_registration: AtomicUsize,
     /// Workers between arming `wake` and waking from it: a change that may give them work
     /// notifies only while this is not 0 (see [`Inner::wake_idle`]).
     idle: AtomicUsize,
@@ -110,6 +116,50 @@ struct Op(Arc<watch::Sender<usize>>);
 impl Drop for Op {
     fn drop(&mut self) {
         self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// A submit's job id in [`State::registering`]: taken out by the registration, or when this
+/// is dropped (the admit came to nothing, or its future was dropped unpolled), and then the
+/// cancels waiting for it are told.
+struct Registering {
+    inner: Arc<Inner>,
+    key: u64,
+    /// The registration took the id out.
+    done: bool,
+}
+
+impl Registering {
+    /// Takes the id out, under the lock that registers the job (`st`).
+    fn registered(&mut self, st: &mut State) {
+        st.registering.remove(&self.key);
+        self.done = true;
+    }
+
+    /// Tells the cancels waiting for a registration (if any) that one is over.
+    fn tell(inner: &Inner) {
+        if inner.awaiting_registration.load(Ordering::SeqCst) > 0 {
+            inner.registered.notify_waiters();
+        }
+    }
+}
+
+impl Drop for Registering {
+    fn drop(&mut self) {
+        if !self.done {
+            self.inner.lock().registering.remove(&self.key);
+        }
+        Registering::tell(&self.inner);
+    }
+}
+
+/// A cancel waiting for a registration, counted in [`Inner::awaiting_registration`] until
+/// dropped.
+struct Awaiting<'a>(&'a AtomicUsize);
+
+impl Drop for Awaiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -168,6 +218,12 @@ struct State {
     /// or `partial` in the store, which would then show a job ended whole with targets that
     /// never got their outcome.
     lost: HashSet<JobKey, BuildHasherDefault<KeyHasher>>,
+    /// The ids of the jobs that submits are admitting, from before the store call until the job
+    /// is registered in the machine (or the admit came to nothing): the store may hold such a
+    /// job, and give its id to another submit of the same targets (`Reused`), before the
+    /// machine knows it. A cancel of one waits for its registration (see [`Runner::cancel`]).
+    /// Keyed by [`registering_key`].
+    registering: HashSet<u64, BuildHasherDefault<KeyHasher>>,
 }
 
 impl std::fmt::Debug for Runner {
@@ -198,7 +254,7 @@ impl Runner {
         // where the timer is missing; the panic is caught.)
         let timers = {
             let _in = runtime.enter();
-            catch_unwind(|| drop(tokio::time::sleep(Duration::ZERO))).is_ok()
+            catching(|| drop(tokio::time::sleep(Duration::ZERO))).is_ok()
         };
         if !timers {
             return Err(StoreError::backend(
@@ -229,8 +285,11 @@ impl Runner {
                 machine: JobMachine::new(MachineConfig::from(&cfg)),
                 callers: Callers::default(),
                 lost: HashSet::default(),
+                registering: HashSet::default(),
             }),
             wake: Notify::new(),
+            registered: Notify::new(),
+            awaiting_registration: AtomicUsize::new(0),
             idle: AtomicUsize::new(0),
             cancel: CancellationToken::new(),
             closing: AtomicBool::new(false),
@@ -294,12 +353,19 @@ impl Runner {
         };
         // Counted from here until the job is registered (or failed, if close came first), so
         // that close waits for this submit's writes.
-        let op = {
-            let st = inner.lock();
+        let (op, registering) = {
+            let mut st = inner.lock();
             if st.machine.is_closed() {
                 return Err(SubmitError::Store(StoreError::Closed));
             }
-            inner.op(&st)
+            let key = registering_key(&job.id).unwrap_or_default();
+            st.registering.insert(key);
+            let registering = Registering {
+                inner: self.inner.clone(),
+                key,
+                done: false,
+            };
+            (inner.op(&st), registering)
         };
         // The writes (the settle, the admit and what follows it) run to the end even if this
         // future is dropped (a caller that gave up): a job the store took is then always
@@ -307,7 +373,7 @@ impl Runner {
         // store that answers in one poll (the bundled ones) runs here; one that suspends goes
         // on in a task of its own (which close, waiting for it, never waits on a caller that
         // stopped polling).
-        let admitting = self.inner.clone().admit(job, caller);
+        let admitting = self.inner.clone().admit(job, caller, registering);
         let admitting = async move {
             let r = admitting.await;
             drop(op);
@@ -337,23 +403,42 @@ impl Runner {
     /// Cancels the live job `id`: it is `cancelled` in the store at once (should the store fail
     /// that write, the runner makes it again before the next submit, after each stored target
     /// and at close); its in-flight target, if any, finishes and is stored; no further target
-    /// starts. `false` for an unknown id or a job that is already terminal.
+    /// starts. `false` for an unknown id or a job that is already terminal. A job whose submit
+    /// is still registering it to run (the store holds it, and may have given its id to another
+    /// submit of the same targets as reused) is waited for, then cancelled.
     pub async fn cancel(&self, id: &str) -> bool {
         let inner = &*self.inner;
-        let cancelled = {
-            let mut st = inner.lock();
-            let key = st.machine.job_key(id);
-            let c = st.machine.cancel(id, inner.mono());
-            if let (Some(c), Some(key)) = (&c, key)
-                && !c.inflight
-            {
-                st.callers.remove(key);
-                st.lost.remove(&key);
-            }
-            inner.drain(&mut st);
-            // Counted under the lock that cancelled the job (so the machine was open), so a
-            // close waits for the write below.
-            c.map(|c| (c, inner.op(&st)))
+        let cancelled = loop {
+            // Armed before the look, so that a registration after it is not missed.
+            let registered = inner.registered.notified();
+            tokio::pin!(registered);
+            registered.as_mut().enable();
+            let _awaiting = {
+                let mut st = inner.lock();
+                let key = st.machine.job_key(id);
+                if key.is_none() && registering_key(id).is_some_and(|k| st.registering.contains(&k))
+                {
+                    // The store holds the job and a submit is registering it to run (another
+                    // submit may have had its id back as reused): not an unknown id. Once it
+                    // is registered, it is cancelled as any live job.
+                    debug!(job = %id, "cancel waits for the job's registration");
+                    inner.awaiting_registration.fetch_add(1, Ordering::SeqCst);
+                    Awaiting(&inner.awaiting_registration)
+                } else {
+                    let c = st.machine.cancel(id, inner.mono());
+                    if let (Some(c), Some(key)) = (&c, key)
+                        && !c.inflight
+                    {
+                        st.callers.remove(key);
+                        st.lost.remove(&key);
+                    }
+                    inner.drain(&mut st);
+                    // Counted under the lock that cancelled the job (so the machine was
+                    // open), so a close waits for the write below.
+                    break c.map(|c| (c, inner.op(&st)));
+                }
+            };
+            registered.await;
         };
         let Some((c, op)) = cancelled else {
             return false;
@@ -547,8 +632,14 @@ impl Fetched {
 
 impl Inner {
     /// Makes the status writes still due, admits `job` and, if the store created it,
-    /// registers it to run (see [`Runner::submit`]).
-    async fn admit(self: Arc<Self>, job: NewJob, caller: Caller) -> Result<Admitted, SubmitError> {
+    /// registers it to run (see [`Runner::submit`]). `registering` holds the job's id in
+    /// [`State::registering`] until then.
+    async fn admit(
+        self: Arc<Self>,
+        job: NewJob,
+        caller: Caller,
+        mut registering: Registering,
+    ) -> Result<Admitted, SubmitError> {
         let inner = &*self;
         // A job ended by the machine but still live in the store would count against the caps.
         inner.settle().await;
@@ -567,6 +658,7 @@ impl Inner {
             Admission::Created => {
                 let accepted = {
                     let mut st = inner.lock();
+                    registering.registered(&mut st);
                     let r = st.machine.submit(&job.id, job.targets.len(), inner.mono());
                     if let Ok(key) = r {
                         st.callers.insert(key, caller);
@@ -577,6 +669,8 @@ impl Inner {
                     inner.drain(&mut st);
                     r.is_ok()
                 };
+                // A cancel that waited for the job finds it now (or, closed, finds it gone).
+                Registering::tell(inner);
                 if !accepted {
                     // Closed between the admit and now: the job must not stay live.
                     inner
@@ -679,9 +773,9 @@ impl Inner {
         Op(self.ops.clone())
     }
 
-    /// The store itself: its methods called on the `Arc` would go through the `Arc<S>`
-    /// forwarder, one more boxed future per call.
-    /// The store, each call of which is guarded: a panic in it is a store error.
+    /// The store, each call of which is guarded (see `guarded`): a panic in it is a store error.
+    /// Called on the `dyn` store, not through the `Arc<S>` forwarder (one more boxed future a
+    /// call).
     fn store(&self) -> Guarded<'_> {
         Guarded(&*self.store)
     }
@@ -739,7 +833,7 @@ impl Inner {
     /// lose an outcome: the panic is caught (and its value, like a fetch's, never logged).
     fn hook(&self, f: impl FnOnce(&dyn Hooks)) {
         let hooks = &*self.cfg.hooks;
-        if catch_unwind(AssertUnwindSafe(|| f(hooks))).is_err() {
+        if catching(|| f(hooks)).is_err() {
             warn!("a metrics hook panicked");
         }
     }
@@ -971,16 +1065,14 @@ impl Inner {
         };
         // A panic is caught both where the fetch makes its future (a `Fetch` written by hand
         // may do work there) and while it is polled.
-        let fut = catch_unwind(AssertUnwindSafe(|| {
-            self.fetch.fetch(caller, target, self.cancel.clone())
-        }));
+        let fut = catching(|| self.fetch.fetch(caller, target, self.cancel.clone()));
         let res = match fut {
-            Ok(fut) => CatchUnwind(fut).await,
-            Err(payload) => Err(payload),
+            Ok(fut) => CatchUnwind::new(fut).await,
+            Err(Panicked) => Err(Panicked),
         };
         let res = match res {
             Ok(r) => r,
-            Err(_payload) => {
+            Err(Panicked) => {
                 warn!(job = %d.id, idx = d.idx, "the fetch panicked");
                 Err(FetchError::Other(ERR_INTERNAL.into()))
             }
@@ -1014,6 +1106,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// A new job id: 16 random bytes, lowercase hex.
+/// The key of job `id` in [`State::registering`]: its first 16 hex digits, which for an id of
+/// [`new_id`]'s are 64 random bits (two jobs registering at once with the same key, once in
+/// 2^64, only bring back the race the set closes); `None` for an id that is no runner's.
+fn registering_key(id: &str) -> Option<u64> {
+    id.get(..16)
+        .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
+        .and_then(|h| u64::from_str_radix(h, 16).ok())
+}
+
 fn new_id() -> String {
     let mut b = [0u8; 16];
     rand::fill(&mut b);

@@ -120,6 +120,8 @@ macro_rules! runner_tests {
                 cancel_while_a_stored_target_is_reported_starts_nothing_more,
                 a_cancel_dropped_mid_write_still_ends_the_job_cancelled,
                 a_submit_dropped_mid_admit_still_runs_its_job,
+                cancel_of_a_job_still_being_registered_waits_and_cancels_it,
+                a_cancel_waiting_for_a_registration_that_never_comes_answers_false,
                 a_submit_outside_a_runtime_whose_admit_suspends_finishes_and_runs,
                 cancel_of_a_queued_job_leaves_every_target_pending,
                 cancelled_is_never_overwritten_by_the_last_inflight_outcome,
@@ -729,6 +731,8 @@ impl LogCapture {
 pub struct Shared {
     inner: Arc<dyn BatchStore>,
     accepted: Mutex<Vec<(String, usize, TargetWrite)>>,
+    /// The ids of the jobs the wrapped store created, in order.
+    created: Mutex<Vec<String>>,
     /// `evict` panics when called, before it makes its future.
     evict_panics: AtomicBool,
     status_gate: Gate,
@@ -784,6 +788,7 @@ impl Shared {
         Shared {
             inner,
             accepted: Mutex::new(Vec::new()),
+            created: Mutex::new(Vec::new()),
             evict_panics: AtomicBool::new(false),
             status_gate: Gate::default(),
             admit_gate: Gate::default(),
@@ -828,6 +833,12 @@ impl Shared {
         self.evict_panics.store(on, Ordering::SeqCst);
     }
 
+    /// The ids of the jobs the wrapped store created, in order (an admit held by
+    /// [`hold_admit`](Self::hold_admit) is here already).
+    pub fn created(&self) -> Vec<String> {
+        lock(&self.created).clone()
+    }
+
     /// Every accepted done or failed target write, as (job id, idx, write).
     pub fn accepted(&self) -> Vec<(String, usize, TargetWrite)> {
         lock(&self.accepted).clone()
@@ -838,6 +849,9 @@ impl Shared {
 impl BatchStore for Shared {
     async fn admit(&self, job: &NewJob, caps: &Caps) -> Result<Admission, StoreError> {
         let r = self.inner.admit(job, caps).await;
+        if matches!(r, Ok(Admission::Created)) {
+            lock(&self.created).push(job.id.clone());
+        }
         self.admit_gate.pass().await;
         r
     }
@@ -2492,6 +2506,103 @@ pub async fn a_submit_dropped_mid_admit_still_runs_its_job(
     r.close().await
 }
 
+/// A cancel of a job that the store holds but that its submit is still registering to run
+/// (its admit suspended after the store wrote it) is no cancel of an unknown id: the store
+/// answers another submit of the same targets with the job's id (`Reused`), and that caller may
+/// cancel it at once. The cancel waits for the registration and cancels the job: it ends
+/// `cancelled`, and nothing of it starts after its first target (held here, in case a worker
+/// took it first).
+pub async fn cancel_of_a_job_still_being_registered_waits_and_cancels_it(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let (shared, r) = rig_holding_admits(store).await?;
+    r.probe.hold(&url("a", 0));
+    let submit = {
+        let runner = r.runner.clone();
+        tokio::spawn(async move {
+            runner
+                .submit(caller("alice"), CallerClass::Fleet, targets("a", 2))
+                .await
+        })
+    };
+    shared.admits_held(1).await?;
+    let id = shared.created().first().cloned().ok_or("no job created")?;
+    let cancel = {
+        let (runner, id) = (r.runner.clone(), id.clone());
+        tokio::spawn(async move { runner.cancel(&id).await })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(
+        !cancel.is_finished(),
+        "the cancel answered while the job was not yet registered"
+    );
+    shared.release_admit();
+    let answer = tokio::time::timeout(WAIT, cancel)
+        .await
+        .map_err(|_| "the cancel never answered")??;
+    assert!(answer, "the job was live: the cancel must end it");
+    let submitted = submit.await??;
+    assert_eq!(
+        (submitted.id.as_str(), submitted.reused),
+        (id.as_str(), false)
+    );
+    r.probe.release_all();
+    let v = r.terminal(&id).await?;
+    assert_eq!(v.job.status, JobStatus::Cancelled);
+    r.close().await?;
+    assert!(
+        !r.probe.started().contains(&url("a", 1)),
+        "a target started after the cancel: {:?}",
+        r.probe.started()
+    );
+    assert_eq!(r.hooks.count(JobOutcome::Cancelled), 1);
+    Ok(())
+}
+
+/// A cancel that waits for a job's registration (see
+/// [`cancel_of_a_job_still_being_registered_waits_and_cancels_it`]) does not wait for ever when
+/// the registration never comes: here the store wrote the job but answered the admit with an
+/// error, so the submit fails, the runner never knows the job, and the cancel answers `false`.
+pub async fn a_cancel_waiting_for_a_registration_that_never_comes_answers_false(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let (f, dyn_store) = faulty(store);
+    let r = rig(dyn_store, Probe::new(), config()).await?;
+    f.set_timing(Timing::After);
+    f.fail(Op::Admit);
+    f.inner().hold_admit();
+    let submit = {
+        let runner = r.runner.clone();
+        tokio::spawn(async move {
+            runner
+                .submit(caller("alice"), CallerClass::Fleet, targets("a", 2))
+                .await
+        })
+    };
+    f.inner().admits_held(1).await?;
+    let id = f
+        .inner()
+        .created()
+        .first()
+        .cloned()
+        .ok_or("no job created")?;
+    let cancel = {
+        let (runner, id) = (r.runner.clone(), id.clone());
+        tokio::spawn(async move { runner.cancel(&id).await })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(!cancel.is_finished(), "the cancel did not wait");
+    f.inner().release_admit();
+    let submitted = submit.await?;
+    assert!(submitted.is_err(), "{submitted:?}");
+    let answer = tokio::time::timeout(WAIT, cancel)
+        .await
+        .map_err(|_| "the cancel never answered")??;
+    assert!(!answer, "the runner never registered the job");
+    f.heal_all();
+    r.close().await
+}
+
 /// A submit polled outside any tokio runtime (by another executor, here a plain thread's
 /// `block_on`), whose store suspends in admit, goes on in a task on the runner's runtime (a
 /// plain `tokio::spawn` would panic there), and the job runs.
@@ -3613,6 +3724,9 @@ pub async fn a_panicking_store_call_is_an_error_and_stops_no_worker(
             !logs.buf.warns_with(id).is_empty(),
             "no warn names job {id}"
         );
+    }
+    for logged in ["store: evict failed", "store: sweep failed"] {
+        assert!(text.contains(logged), "not logged: {logged}");
     }
     Ok(())
 }
