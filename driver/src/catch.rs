@@ -20,11 +20,13 @@ pub(crate) struct Panicked;
 /// dropped: its own destructor might panic again.
 pub(crate) fn drop_quietly<V>(v: V) {
     if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(v))) {
+        // Cold: only a destructor that panicked gets here.
         std::mem::forget(payload);
     }
 }
 
 /// Runs `f`, catching a panic.
+#[inline]
 pub(crate) fn catching<R>(f: impl FnOnce() -> R) -> Result<R, Panicked> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
         drop_quietly(payload);
@@ -37,6 +39,7 @@ pub(crate) fn catching<R>(f: impl FnOnce() -> R) -> Result<R, Panicked> {
 pub(crate) struct CatchUnwind<F: ?Sized>(Option<Pin<Box<F>>>);
 
 impl<F: ?Sized> CatchUnwind<F> {
+    #[inline]
     pub(crate) fn new(fut: Pin<Box<F>>) -> Self {
         CatchUnwind(Some(fut))
     }
@@ -45,6 +48,7 @@ impl<F: ?Sized> CatchUnwind<F> {
 impl<F: Future + ?Sized> Future for CatchUnwind<F> {
     type Output = Result<F::Output, Panicked>;
 
+    #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let slot = &mut self.0;
         let polled = catching(|| {
