@@ -277,6 +277,66 @@ pub(crate) fn open_file(path: &Path, opts: SqliteOptions) -> Result<Opened, Stor
     let mut claim = Claim::take(path)?;
     inspect(path)?;
     let shown = path.display().to_string();
+    match open_claimed(path, &shown, opts) {
+        Ok((conn, tally)) => {
+            claim.identify(path);
+            Ok(Opened { conn, claim, tally })
+        }
+        // Looked at while the claim is held: the look's descriptor is the only one of this
+        // process on the file then, so closing it drops no lock of another open.
+        Err(StoreError::Backend { context, source }) => match not_writable(path) {
+            Some(why) => Err(StoreError::backend(
+                context,
+                io::Error::new(io::ErrorKind::PermissionDenied, format!("{source}: {why}")),
+            )),
+            None => Err(StoreError::Backend { context, source }),
+        },
+        Err(e) => Err(e),
+    }
+}
+
+/// Why the store at `path` may not be written, if it may not: SQLite says only "disk I/O
+/// error" or "unable to open database file" when the file, or the directory that its
+/// write-ahead log goes in, is read-only to this process (permissions, an immutable file, a
+/// read-only file system). The look creates and changes nothing: the file is opened for
+/// writing without being created or truncated, and the directory is tried with an unnamed
+/// file, gone when closed.
+fn not_writable(path: &Path) -> Option<String> {
+    fn denied(e: &io::Error) -> bool {
+        matches!(
+            e.kind(),
+            io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
+        )
+    }
+    const NOTE: &str = "a rota store is written even to read a job from it";
+    if let Err(e) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        && denied(&e)
+    {
+        return Some(format!("{} is not writable ({e}); {NOTE}", path.display()));
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    match tempfile::tempfile_in(dir) {
+        Err(e) if denied(&e) => Some(format!(
+            "its directory {} is not writable ({e}), and SQLite keeps its write-ahead log \
+             beside the file; {NOTE}",
+            dir.display()
+        )),
+        _ => None,
+    }
+}
+
+/// [`open_file`]'s SQLite part, under the claim: the connection and the tally.
+fn open_claimed(
+    path: &Path,
+    shown: &str,
+    opts: SqliteOptions,
+) -> Result<(Connection, Tally), StoreError> {
     // A `-wal` that was there before this open holds another run's commits (a crash). While the
     // file is not yet known good, closing must not checkpoint those into it.
     let had_wal = sidecar(path, "-wal").exists();
@@ -301,16 +361,16 @@ pub(crate) fn open_file(path: &Path, opts: SqliteOptions) -> Result<Opened, Stor
     let (found, tally) = {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Deferred)
-            .map_err(|e| locked(&shown, e))?;
+            .map_err(|e| locked(shown, e))?;
         // The first read takes the lock (on a WAL file, the exclusive one at once).
         tx.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0))
-            .map_err(|e| locked(&shown, e))?;
-        let found = schema::check(&tx, &shown)?;
+            .map_err(|e| locked(shown, e))?;
+        let found = schema::check(&tx, shown)?;
         let tally = match found {
             Found::New => Tally::default(),
             Found::Rota => Tally::read(&tx)?,
         };
-        tx.commit().map_err(|e| locked(&shown, e))?;
+        tx.commit().map_err(|e| locked(shown, e))?;
         (found, tally)
     };
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, false)
@@ -318,9 +378,9 @@ pub(crate) fn open_file(path: &Path, opts: SqliteOptions) -> Result<Opened, Stor
     {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| locked(&shown, e))?;
+            .map_err(|e| locked(shown, e))?;
         // Again under the write lock, race-free: another process may have created the file.
-        match (found, schema::check(&tx, &shown)?) {
+        match (found, schema::check(&tx, shown)?) {
             (_, Found::New) => schema::create(&tx)?,
             (Found::Rota, Found::Rota) => {}
             (Found::New, Found::Rota) => {
@@ -329,7 +389,7 @@ pub(crate) fn open_file(path: &Path, opts: SqliteOptions) -> Result<Opened, Stor
                 )));
             }
         }
-        tx.commit().map_err(|e| locked(&shown, e))?;
+        tx.commit().map_err(|e| locked(shown, e))?;
     }
     let journal: String = conn
         .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
@@ -341,8 +401,7 @@ pub(crate) fn open_file(path: &Path, opts: SqliteOptions) -> Result<Opened, Stor
         ));
     }
     tune(&conn, opts.synchronous)?;
-    claim.identify(path);
-    Ok(Opened { conn, claim, tally })
+    Ok((conn, tally))
 }
 
 /// The error of taking the file's lock: busy means another owner.

@@ -411,3 +411,95 @@ async fn in_memory_stores_are_private_to_their_handle() {
     assert!(b.job("j1").await.unwrap().is_none());
     a.integrity_check().unwrap();
 }
+
+/// Makes a file or directory read-only to this process until dropped: its write permissions
+/// off, or, where that binds nothing (root), its immutable attribute (`chattr +i`, which binds
+/// root too). Fails the test if neither works here.
+struct ReadOnly {
+    path: std::path::PathBuf,
+    immutable: bool,
+    mode: u32,
+}
+
+impl ReadOnly {
+    fn set(path: &Path) -> ReadOnly {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(path).unwrap().permissions().mode();
+        fs::set_permissions(path, fs::Permissions::from_mode(mode & !0o222)).unwrap();
+        let mut guard = ReadOnly {
+            path: path.to_owned(),
+            immutable: false,
+            mode,
+        };
+        if Self::writable(path) {
+            let out = Command::new("chattr").arg("+i").arg(path).output();
+            guard.immutable = out.as_ref().is_ok_and(|o| o.status.success());
+            assert!(
+                guard.immutable && !Self::writable(path),
+                "cannot make {} read-only here (permissions bind nothing and chattr +i: {out:?})",
+                path.display()
+            );
+        }
+        guard
+    }
+
+    /// Whether this process may write into `path` (a file opened for writing, a file made in
+    /// a directory).
+    fn writable(path: &Path) -> bool {
+        if path.is_dir() {
+            tempfile::tempfile_in(path).is_ok()
+        } else {
+            fs::OpenOptions::new().write(true).open(path).is_ok()
+        }
+    }
+}
+
+impl Drop for ReadOnly {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        if self.immutable {
+            let _ = Command::new("chattr").arg("-i").arg(&self.path).status();
+        }
+        let _ = fs::set_permissions(&self.path, fs::Permissions::from_mode(self.mode));
+    }
+}
+
+/// A store that this process may not write (the file, or the directory its write-ahead log
+/// goes in) fails to open with an error that says so, not only SQLite's "disk I/O error" or
+/// "unable to open database file"; once writable again, it opens with its job.
+#[tokio::test]
+async fn a_read_only_store_or_directory_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rota.sqlite3");
+    make_store(&path).await;
+    let before = fs::read(&path).unwrap();
+    for (what, target, says) in [
+        ("file", path.clone(), "rota.sqlite3 is not writable"),
+        ("directory", dir.path().to_owned(), "its directory"),
+    ] {
+        let guard = ReadOnly::set(&target);
+        let err = SqliteStore::open(&path).unwrap_err().to_string();
+        drop(guard);
+        assert!(err.contains(says), "read-only {what}: {err}");
+        assert!(
+            err.contains("a rota store is written even to read a job"),
+            "read-only {what}: {err}"
+        );
+    }
+    let fresh = dir.path().join("new.sqlite3");
+    let guard = ReadOnly::set(dir.path());
+    let err = SqliteStore::open(&fresh).unwrap_err().to_string();
+    drop(guard);
+    assert!(err.contains("its directory"), "new store: {err}");
+    assert!(!fresh.exists(), "a refused new store left a file");
+    assert_eq!(
+        fs::read(&path).unwrap(),
+        before,
+        "the refused opens changed the file"
+    );
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        store.job("j1").await.unwrap().map(|j| j.status),
+        Some(JobStatus::Done)
+    );
+}
