@@ -106,6 +106,10 @@ pub const ERR_INTERNAL: &str = "internal error";
 /// failed): stored `failed` with this error rather than `done` or `partial`, which would show
 /// the job ended whole.
 pub const ERR_NOT_STORED: &str = "store: the outcome of a target could not be stored";
+/// The error of a job whose admit the store answered with an error: the runner fails it in
+/// the store, in case the store wrote it before it failed, so that it does not stay `queued`,
+/// never run, holding its caller's caps (a job the store does not hold is no write at all).
+pub const ERR_NOT_ADMITTED: &str = "store: the job's admit failed";
 
 /// The machine's part of a [`Config`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -35,7 +35,8 @@ pub(crate) fn catching<R>(f: impl FnOnce() -> R) -> Result<R, Panicked> {
 }
 
 /// Polls a boxed future, catching a panic while it is polled or dropped. It drops the future
-/// as soon as it is ready (inside the catch), or after it panicked.
+/// as soon as it is ready (a panic of its destructor then loses nothing of its answer), or
+/// after it panicked.
 pub(crate) struct CatchUnwind<F: ?Sized>(Option<Pin<Box<F>>>);
 
 impl<F: ?Sized> CatchUnwind<F> {
@@ -51,18 +52,16 @@ impl<F: Future + ?Sized> Future for CatchUnwind<F> {
     #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let slot = &mut self.0;
-        let polled = catching(|| {
-            // None once ended: this crate never polls it again then.
-            let fut = slot.as_mut()?;
-            let p = fut.as_mut().poll(cx);
-            if p.is_ready() {
-                *slot = None;
-            }
-            Some(p)
-        });
+        // None once ended: this crate never polls it again then.
+        let polled = catching(|| slot.as_mut().map(|fut| fut.as_mut().poll(cx)));
         match polled {
             Ok(Some(Poll::Pending)) => Poll::Pending,
-            Ok(Some(Poll::Ready(v))) => Poll::Ready(Ok(v)),
+            Ok(Some(Poll::Ready(v))) => {
+                // Dropped now, in a catch of its own: a future that answered and then panics
+                // in its destructor has still answered.
+                drop_quietly(self.0.take());
+                Poll::Ready(Ok(v))
+            }
             Ok(None) | Err(Panicked) => {
                 drop_quietly(self.0.take());
                 Poll::Ready(Err(Panicked))
@@ -98,7 +97,7 @@ mod tests {
     }
 
     #[test]
-    fn a_future_that_panics_when_dropped_is_caught_ready_or_not() {
+    fn a_future_that_panics_when_dropped_is_caught_and_keeps_its_answer() {
         let waker = std::task::Waker::noop();
         let mut cx = Context::from_waker(waker);
         // Ready at once, and panics when dropped (after it answered).
@@ -110,10 +109,8 @@ mod tests {
             }
         }
         let mut f = CatchUnwind::new(Box::pin(Ready(Bomb)));
-        assert!(matches!(
-            Pin::new(&mut f).poll(&mut cx),
-            Poll::Ready(Err(Panicked))
-        ));
+        assert!(matches!(Pin::new(&mut f).poll(&mut cx), Poll::Ready(Ok(1))));
+        assert!(f.0.is_none());
         let pending = async {
             let _bomb = Bomb;
             std::future::pending::<()>().await;
@@ -132,6 +129,25 @@ mod tests {
                 panic!("polled");
             }
         }));
+        assert!(matches!(
+            Pin::new(&mut f).poll(&mut cx),
+            Poll::Ready(Err(Panicked))
+        ));
+        assert!(f.0.is_none());
+    }
+
+    #[test]
+    fn a_future_that_panics_in_poll_and_again_when_dropped_is_caught() {
+        struct Twice(#[allow(dead_code)] Bomb);
+        impl Future for Twice {
+            type Output = ();
+            fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+                panic!("polled");
+            }
+        }
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        let mut f = CatchUnwind::new(Box::pin(Twice(Bomb)));
         assert!(matches!(
             Pin::new(&mut f).poll(&mut cx),
             Poll::Ready(Err(Panicked))

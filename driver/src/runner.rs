@@ -1,6 +1,6 @@
 //! [`Runner`]: binds a [`JobMachine`], a [`BatchStore`] and a [`Fetch`].
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -8,8 +8,8 @@ use std::task::Poll;
 use std::time::Duration;
 
 use rota_core::machine::{
-    Completion, Dispatch, ERR_CLOSED, ERR_INTERNAL, ERR_INTERRUPTED, ERR_NOT_STORED, Event, JobKey,
-    KeyHasher, MachineConfig, Outcome, Store, Terminal,
+    Completion, Dispatch, ERR_CLOSED, ERR_INTERNAL, ERR_INTERRUPTED, ERR_NOT_ADMITTED,
+    ERR_NOT_STORED, Event, JobKey, KeyHasher, MachineConfig, Outcome, Store, Terminal,
 };
 use rota_core::{
     Admission, BatchStore, Caller, CallerClass, Caps, Config, FetchError, Hooks, JobMachine,
@@ -57,8 +57,10 @@ pub struct Submitted {
 /// **A store call that panics** (when called, while its future runs, or when that future or
 /// the panic's value is dropped) is a [`StoreError`] (`<operation>: the store panicked`) to
 /// the runner, handled as a failed call: no panic of the store's reaches a worker, which it
-/// would end, or a caller (unless built with `panic = "abort"`). The runner goes on using the
-/// store. The panic's value is never logged or stored.
+/// would end, or a caller (unless built with `panic = "abort"`, or a destructor panics while a
+/// panic unwinds: Rust aborts then). A call that answered and whose future then panics when
+/// dropped keeps its answer. The runner goes on using the store. The panic's value is never
+/// logged or stored.
 ///
 /// The runner's workers are tokio tasks: [`start`](Runner::start) needs a tokio runtime with
 /// timers.
@@ -130,10 +132,32 @@ struct Registering {
 }
 
 impl Registering {
+    /// Puts the id in, under the lock that counts the submit (`st`).
+    fn new(inner: &Arc<Inner>, st: &mut State, id: &str) -> Registering {
+        let key = registering_key(id).unwrap_or_default();
+        *st.registering.entry(key).or_default() += 1;
+        Registering {
+            inner: inner.clone(),
+            key,
+            done: false,
+        }
+    }
+
     /// Takes the id out, under the lock that registers the job (`st`).
     fn registered(&mut self, st: &mut State) {
-        st.registering.remove(&self.key);
-        self.done = true;
+        if !self.done {
+            Self::take_out(st, self.key);
+            self.done = true;
+        }
+    }
+
+    fn take_out(st: &mut State, key: u64) {
+        if let Some(n) = st.registering.get_mut(&key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                st.registering.remove(&key);
+            }
+        }
     }
 
     /// Tells the cancels waiting for a registration (if any) that one is over.
@@ -147,7 +171,7 @@ impl Registering {
 impl Drop for Registering {
     fn drop(&mut self) {
         if !self.done {
-            self.inner.lock().registering.remove(&self.key);
+            Self::take_out(&mut self.inner.lock(), self.key);
         }
         Registering::tell(&self.inner);
     }
@@ -222,8 +246,8 @@ struct State {
     /// is registered in the machine (or the admit came to nothing): the store may hold such a
     /// job, and give its id to another submit of the same targets (`Reused`), before the
     /// machine knows it. A cancel of one waits for its registration (see [`Runner::cancel`]).
-    /// Keyed by [`registering_key`].
-    registering: HashSet<u64, BuildHasherDefault<KeyHasher>>,
+    /// Keyed by [`registering_key`], with how many submits hold the key.
+    registering: HashMap<u64, u32, BuildHasherDefault<KeyHasher>>,
 }
 
 impl std::fmt::Debug for Runner {
@@ -285,7 +309,7 @@ impl Runner {
                 machine: JobMachine::new(MachineConfig::from(&cfg)),
                 callers: Callers::default(),
                 lost: HashSet::default(),
-                registering: HashSet::default(),
+                registering: HashMap::default(),
             }),
             wake: Notify::new(),
             registered: Notify::new(),
@@ -358,13 +382,7 @@ impl Runner {
             if st.machine.is_closed() {
                 return Err(SubmitError::Store(StoreError::Closed));
             }
-            let key = registering_key(&job.id).unwrap_or_default();
-            st.registering.insert(key);
-            let registering = Registering {
-                inner: self.inner.clone(),
-                key,
-                done: false,
-            };
+            let registering = Registering::new(&self.inner, &mut st, &job.id);
             (inner.op(&st), registering)
         };
         // The writes (the settle, the admit and what follows it) run to the end even if this
@@ -405,7 +423,8 @@ impl Runner {
     /// and at close); its in-flight target, if any, finishes and is stored; no further target
     /// starts. `false` for an unknown id or a job that is already terminal. A job whose submit
     /// is still registering it to run (the store holds it, and may have given its id to another
-    /// submit of the same targets as reused) is waited for, then cancelled.
+    /// submit of the same targets as reused) is waited for, then cancelled; or `false` if that
+    /// submit fails or the runner closes meanwhile (the job then ends `failed` in the store).
     pub async fn cancel(&self, id: &str) -> bool {
         let inner = &*self.inner;
         let cancelled = loop {
@@ -416,7 +435,8 @@ impl Runner {
             let _awaiting = {
                 let mut st = inner.lock();
                 let key = st.machine.job_key(id);
-                if key.is_none() && registering_key(id).is_some_and(|k| st.registering.contains(&k))
+                if key.is_none()
+                    && registering_key(id).is_some_and(|k| st.registering.contains_key(&k))
                 {
                     // The store holds the job and a submit is registering it to run (another
                     // submit may have had its id back as reused): not an unknown id. Once it
@@ -643,7 +663,23 @@ impl Inner {
         let inner = &*self;
         // A job ended by the machine but still live in the store would count against the caps.
         inner.settle().await;
-        match inner.store().admit(&job, &inner.caps).await? {
+        let admission = match inner.store().admit(&job, &inner.caps).await {
+            Ok(a) => a,
+            Err(e) => {
+                if let StoreError::Backend { .. } = e {
+                    // The store may have written the job before it failed (a write made but
+                    // not acknowledged; a store that panicked after it): the job must not stay
+                    // `queued`, never run, holding its caller's caps and handed out as reused.
+                    // (Not after a refusal such as a conflict: that id is another job's.)
+                    warn!(job = %job.id, error = %e, "store: admit failed; the job is failed in case it was stored");
+                    inner
+                        .set_status(&job.id, JobStatus::Failed, ERR_NOT_ADMITTED)
+                        .await;
+                }
+                return Err(e.into());
+            }
+        };
+        match admission {
             Admission::Reused { id } => {
                 debug!(job = %id, "submit reused a job");
                 inner.hook(|h| h.job(JobOutcome::Reused));
@@ -1105,16 +1141,21 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A new job id: 16 random bytes, lowercase hex.
-/// The key of job `id` in [`State::registering`]: its first 16 hex digits, which for an id of
-/// [`new_id`]'s are 64 random bits (two jobs registering at once with the same key, once in
-/// 2^64, only bring back the race the set closes); `None` for an id that is no runner's.
+/// The key of job `id` in [`State::registering`]: the first 16 of its 32 lowercase hex
+/// digits, 64 random bits for an id of [`new_id`]'s (two jobs registering at once under one
+/// key are counted apart); `None` for an id of any other shape, which is no runner's.
 fn registering_key(id: &str) -> Option<u64> {
-    id.get(..16)
-        .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
-        .and_then(|h| u64::from_str_radix(h, 16).ok())
+    if id.len() != 32
+        || !id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return None;
+    }
+    id.get(..16).and_then(|h| u64::from_str_radix(h, 16).ok())
 }
 
+/// A new job id: 16 random bytes, lowercase hex.
 fn new_id() -> String {
     let mut b = [0u8; 16];
     rand::fill(&mut b);

@@ -2527,19 +2527,17 @@ pub async fn cancel_of_a_job_still_being_registered_waits_and_cancels_it(
     };
     shared.admits_held(1).await?;
     let id = shared.created().first().cloned().ok_or("no job created")?;
-    let cancel = {
-        let (runner, id) = (r.runner.clone(), id.clone());
-        tokio::spawn(async move { runner.cancel(&id).await })
-    };
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    let cancel = r.runner.cancel(&id);
+    tokio::pin!(cancel);
+    let first = poll_once(cancel.as_mut()).await;
     assert!(
-        !cancel.is_finished(),
-        "the cancel answered while the job was not yet registered"
+        first.is_pending(),
+        "the cancel answered {first:?} while the job was not yet registered"
     );
     shared.release_admit();
     let answer = tokio::time::timeout(WAIT, cancel)
         .await
-        .map_err(|_| "the cancel never answered")??;
+        .map_err(|_| "the cancel never answered")?;
     assert!(answer, "the job was live: the cancel must end it");
     let submitted = submit.await??;
     assert_eq!(
@@ -2563,6 +2561,7 @@ pub async fn cancel_of_a_job_still_being_registered_waits_and_cancels_it(
 /// [`cancel_of_a_job_still_being_registered_waits_and_cancels_it`]) does not wait for ever when
 /// the registration never comes: here the store wrote the job but answered the admit with an
 /// error, so the submit fails, the runner never knows the job, and the cancel answers `false`.
+/// The job the store holds is failed there (`ERR_NOT_ADMITTED`), not left `queued`.
 pub async fn a_cancel_waiting_for_a_registration_that_never_comes_answers_false(
     store: Arc<dyn BatchStore>,
 ) -> TestResult {
@@ -2586,21 +2585,34 @@ pub async fn a_cancel_waiting_for_a_registration_that_never_comes_answers_false(
         .first()
         .cloned()
         .ok_or("no job created")?;
-    let cancel = {
-        let (runner, id) = (r.runner.clone(), id.clone());
-        tokio::spawn(async move { runner.cancel(&id).await })
-    };
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    assert!(!cancel.is_finished(), "the cancel did not wait");
+    let cancel = r.runner.cancel(&id);
+    tokio::pin!(cancel);
+    let first = poll_once(cancel.as_mut()).await;
+    assert!(first.is_pending(), "the cancel answered {first:?} at once");
     f.inner().release_admit();
     let submitted = submit.await?;
     assert!(submitted.is_err(), "{submitted:?}");
     let answer = tokio::time::timeout(WAIT, cancel)
         .await
-        .map_err(|_| "the cancel never answered")??;
+        .map_err(|_| "the cancel never answered")?;
     assert!(!answer, "the runner never registered the job");
     f.heal_all();
+    // The store wrote the job before it failed the admit: the runner failed it there, so it
+    // does not stay queued, holding alice's cap, and handed out as reused.
+    let row = f.inner().job(&id).await?;
+    assert_eq!(
+        row.as_ref().map(|j| (j.status, j.error.as_str())),
+        Some((JobStatus::Failed, rota::machine::ERR_NOT_ADMITTED))
+    );
+    let again = r.submit_targets("alice", targets("a", 2)).await?;
+    assert!(!again.reused, "a failed job is never reused: {again:?}");
     r.close().await
+}
+
+/// Polls `fut` once: its answer, or `Pending`.
+async fn poll_once<F: Future>(fut: std::pin::Pin<&mut F>) -> std::task::Poll<F::Output> {
+    let mut fut = fut;
+    std::future::poll_fn(|cx| std::task::Poll::Ready(fut.as_mut().poll(cx))).await
 }
 
 /// A submit polled outside any tokio runtime (by another executor, here a plain thread's

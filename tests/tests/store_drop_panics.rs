@@ -49,6 +49,20 @@ const BOMB_IN_FUTURE: u8 = 1;
 const FUTURE_BOMB: u8 = 2;
 /// `touch` panics with a [`Bomb`] when called, before its future exists.
 const BOMB_IN_CALL: u8 = 3;
+/// `admit` answers, and its future then panics when dropped.
+const ADMIT_THEN_BOMB: u8 = 4;
+
+/// A store future that holds a [`Bomb`]: it answers as the future it wraps, then panics when
+/// dropped.
+struct ThenBomb<F: ?Sized>(Bomb, Pin<Box<F>>);
+
+impl<F: Future + ?Sized> Future for ThenBomb<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        self.get_mut().1.as_mut().poll(cx)
+    }
+}
 
 /// A memory store that misbehaves as its mode says.
 struct Bombs(MemoryStore, AtomicU8);
@@ -61,8 +75,24 @@ impl Bombs {
 
 #[async_trait]
 impl BatchStore for Bombs {
-    async fn admit(&self, job: &NewJob, caps: &Caps) -> Result<Admission, StoreError> {
-        self.0.admit(job, caps).await
+    // Written by hand, as `#[async_trait]` would expand it, to wrap the future it returns.
+    fn admit<'s, 'j, 'c, 'f>(
+        &'s self,
+        job: &'j NewJob,
+        caps: &'c Caps,
+    ) -> Pin<Box<dyn Future<Output = Result<Admission, StoreError>> + Send + 'f>>
+    where
+        's: 'f,
+        'j: 'f,
+        'c: 'f,
+        Self: 'f,
+    {
+        let fut = self.0.admit(job, caps);
+        if self.1.load(SeqCst) == ADMIT_THEN_BOMB {
+            Box::pin(ThenBomb(Bomb, fut))
+        } else {
+            fut
+        }
     }
     async fn job(&self, id: &str) -> Result<Option<JobRow>, StoreError> {
         self.0.job(id).await
@@ -161,5 +191,20 @@ async fn an_evict_whose_panic_value_panics_when_dropped_stops_no_worker() -> Tes
     store.1.store(WELL, SeqCst);
     let b = r.submit("alice", "b", 1).await?;
     assert_eq!(r.terminal(&b).await?.job.status, JobStatus::Done);
+    r.close().await
+}
+
+/// A store call that answered and whose future then panics when dropped has still answered:
+/// an admit that created the job is a created job, which runs (not a failed submit whose job
+/// the store holds).
+#[tokio::test]
+async fn an_admit_whose_future_panics_when_dropped_after_its_answer_still_runs_the_job()
+-> TestResult {
+    let store = Bombs::new();
+    let r = rig(store.clone(), Probe::new(), config()).await?;
+    store.1.store(ADMIT_THEN_BOMB, SeqCst);
+    let a = r.submit("alice", "a", 2).await?;
+    store.1.store(WELL, SeqCst);
+    assert_eq!(r.terminal(&a).await?.job.status, JobStatus::Done);
     r.close().await
 }
