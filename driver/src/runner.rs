@@ -670,11 +670,17 @@ impl Inner {
                     // The store may have written the job before it failed (a write made but
                     // not acknowledged; a store that panicked after it): the job must not stay
                     // `queued`, never run, holding its caller's caps and handed out as reused.
-                    // (Not after a refusal such as a conflict: that id is another job's.)
+                    // (Not after a refusal such as a conflict: that id is another job's.) One
+                    // try, not kept to make again: a store that keeps failing would make every
+                    // failed submit one more write to retry; a job it did store and still
+                    // holds live is failed by the next start's recovery.
                     warn!(job = %job.id, error = %e, "store: admit failed; the job is failed in case it was stored");
-                    inner
-                        .set_status(&job.id, JobStatus::Failed, ERR_NOT_ADMITTED)
-                        .await;
+                    if let Err(e) = inner
+                        .write_status(&job.id, JobStatus::Failed, ERR_NOT_ADMITTED)
+                        .await
+                    {
+                        debug!(job = %job.id, error = %e, "store: failing the unadmitted job failed too");
+                    }
                 }
                 return Err(e.into());
             }

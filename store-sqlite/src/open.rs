@@ -285,22 +285,39 @@ pub(crate) fn open_file(path: &Path, opts: SqliteOptions) -> Result<Opened, Stor
         // Looked at while the claim is held: the look's descriptor is the only one of this
         // process on the file then, so closing it drops no lock of another open.
         Err(StoreError::Backend { context, source }) => match not_writable(path) {
-            Some(why) => Err(StoreError::backend(
-                context,
-                io::Error::new(io::ErrorKind::PermissionDenied, format!("{source}: {why}")),
-            )),
+            Some(why) => Err(StoreError::backend(context, Unwritable { source, why })),
             None => Err(StoreError::Backend { context, source }),
         },
         Err(e) => Err(e),
     }
 }
 
+/// An open's error, and why the store may not be written, which made it fail.
+#[derive(Debug)]
+struct Unwritable {
+    source: rota_core::BackendError,
+    why: String,
+}
+
+impl std::fmt::Display for Unwritable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.source, self.why)
+    }
+}
+
+impl std::error::Error for Unwritable {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
 /// Why the store at `path` may not be written, if it may not: SQLite says only "disk I/O
-/// error" or "unable to open database file" when the file, or the directory that its
-/// write-ahead log goes in, is read-only to this process (permissions, an immutable file, a
-/// read-only file system). The look creates and changes nothing: the file is opened for
-/// writing without being created or truncated, and the directory is tried with an unnamed
-/// file, gone when closed.
+/// error", "unable to open database file" or "attempt to write a readonly database" when the
+/// file, its write-ahead log, or the directory that log is to be made in is read-only to this
+/// process (permissions, an immutable file, a read-only file system). It looks where SQLite
+/// writes: through a symbolic link, at the file it leads to. The look changes nothing: files
+/// are opened for writing without being created or truncated, and the directory is tried with
+/// an unnamed file, gone when closed (where the system has none, a named one, removed at once).
 fn not_writable(path: &Path) -> Option<String> {
     fn denied(e: &io::Error) -> bool {
         matches!(
@@ -308,23 +325,37 @@ fn not_writable(path: &Path) -> Option<String> {
             io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
         )
     }
-    const NOTE: &str = "a rota store is written even to read a job from it";
-    if let Err(e) = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        && denied(&e)
-    {
-        return Some(format!("{} is not writable ({e}); {NOTE}", path.display()));
+    fn refused(file: &Path) -> Option<io::Error> {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(file)
+            .err()
+            .filter(denied)
     }
-    let dir = match path.parent() {
+    const NOTE: &str = "a rota store is written even to read a job from it";
+    let real = std::fs::canonicalize(path).ok();
+    let file = real.as_deref().unwrap_or(path);
+    if let Some(e) = refused(file) {
+        return Some(format!("{} is not writable ({e}); {NOTE}", file.display()));
+    }
+    let wal = sidecar(file, "-wal");
+    if wal.exists() {
+        return refused(&wal).map(|e| {
+            format!(
+                "its write-ahead log {} is not writable ({e}); {NOTE}",
+                wal.display()
+            )
+        });
+    }
+    let dir = match file.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
     match tempfile::tempfile_in(dir) {
         Err(e) if denied(&e) => Some(format!(
-            "its directory {} is not writable ({e}), and SQLite keeps its write-ahead log \
-             beside the file; {NOTE}",
+            "its directory {} is not writable ({e}), and SQLite makes its write-ahead log \
+             there; {NOTE}",
             dir.display()
         )),
         _ => None,

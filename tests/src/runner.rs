@@ -122,6 +122,7 @@ macro_rules! runner_tests {
                 a_submit_dropped_mid_admit_still_runs_its_job,
                 cancel_of_a_job_still_being_registered_waits_and_cancels_it,
                 a_cancel_waiting_for_a_registration_that_never_comes_answers_false,
+                failed_admits_leave_no_writes_to_make_again,
                 a_submit_outside_a_runtime_whose_admit_suspends_finishes_and_runs,
                 cancel_of_a_queued_job_leaves_every_target_pending,
                 cancelled_is_never_overwritten_by_the_last_inflight_outcome,
@@ -2606,6 +2607,32 @@ pub async fn a_cancel_waiting_for_a_registration_that_never_comes_answers_false(
     );
     let again = r.submit_targets("alice", targets("a", 2)).await?;
     assert!(!again.reused, "a failed job is never reused: {again:?}");
+    r.close().await
+}
+
+/// A submit whose admit fails tries once to fail its job in the store (in case the store
+/// wrote it) and keeps nothing to write again: while the store is down, failed submits do not
+/// pile up writes that every later submit and stored target would first try again.
+pub async fn failed_admits_leave_no_writes_to_make_again(store: Arc<dyn BatchStore>) -> TestResult {
+    let (f, dyn_store) = faulty(store);
+    let r = rig(dyn_store, Probe::new(), config()).await?;
+    f.fail(Op::Admit);
+    f.fail(Op::SetStatus);
+    for n in 0..20 {
+        let failed = r
+            .submit_targets("alice", targets(&format!("j{n}"), 1))
+            .await;
+        assert!(failed.is_err(), "{failed:?}");
+    }
+    f.heal_all();
+    let before = f.calls();
+    let a = r.submit("alice", "a", 1).await?;
+    let calls = f.calls() - before;
+    assert!(
+        calls <= 2,
+        "the submit after the outage made {calls} store calls (admit and sweep expected)"
+    );
+    assert_eq!(r.terminal(&a).await?.job.status, JobStatus::Done);
     r.close().await
 }
 
