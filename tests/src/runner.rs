@@ -2628,9 +2628,11 @@ pub async fn failed_admits_leave_no_writes_to_make_again(store: Arc<dyn BatchSto
     let before = f.calls();
     let a = r.submit("alice", "a", 1).await?;
     let calls = f.calls() - before;
+    // Its admit and sweep, and the worker's start, finish and evict of its target if the
+    // worker got there meanwhile; not 20 writes of the outage made again.
     assert!(
-        calls <= 2,
-        "the submit after the outage made {calls} store calls (admit and sweep expected)"
+        calls <= 5,
+        "the submit after the outage made {calls} store calls"
     );
     assert_eq!(r.terminal(&a).await?.job.status, JobStatus::Done);
     r.close().await
