@@ -340,6 +340,10 @@ impl Runner {
     /// targets while it is reusable, else checks the caps and stores a new job `queued` before
     /// returning. The caller is kept in memory for the fetch, never stored.
     ///
+    /// If the store answers the admit with a backend error, the submit fails with it, and the
+    /// runner tries once to set the job `failed` ([`machine::ERR_NOT_ADMITTED`](rota_core::machine::ERR_NOT_ADMITTED))
+    /// in case the store wrote it before it failed.
+    ///
     /// With a store that answers in one poll (the bundled ones), a submit ends in one poll: a
     /// caller that drops it unfinished has made no job. Called from a task, a submit that wakes
     /// an idle worker lets another of the runtime's threads take that worker, so that it starts

@@ -315,9 +315,9 @@ impl std::error::Error for Unwritable {
 /// error", "unable to open database file" or "attempt to write a readonly database" when the
 /// file, its write-ahead log, or the directory that log is to be made in is read-only to this
 /// process (permissions, an immutable file, a read-only file system). It looks where SQLite
-/// writes: through a symbolic link, at the file it leads to. The look changes nothing: files
-/// are opened for writing without being created or truncated, and the directory is tried with
-/// an unnamed file, gone when closed (where the system has none, a named one, removed at once).
+/// writes: through a symbolic link, at the file it leads to. The look changes nothing that
+/// stays: files are opened for writing without being created or truncated, and the directory
+/// is tried with a new empty file of a name of its own, removed at once.
 fn not_writable(path: &Path) -> Option<String> {
     fn denied(e: &io::Error) -> bool {
         matches!(
@@ -337,7 +337,12 @@ fn not_writable(path: &Path) -> Option<String> {
     let real = std::fs::canonicalize(path).ok();
     let file = real.as_deref().unwrap_or(path);
     if let Some(e) = refused(file) {
-        return Some(format!("{} is not writable ({e}); {NOTE}", file.display()));
+        let shown = if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+            format!("{} (a link to {})", path.display(), file.display())
+        } else {
+            path.display().to_string()
+        };
+        return Some(format!("{shown} is not writable ({e}); {NOTE}"));
     }
     let wal = sidecar(file, "-wal");
     if wal.exists() {
@@ -352,7 +357,7 @@ fn not_writable(path: &Path) -> Option<String> {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    match tempfile::tempfile_in(dir) {
+    match probe_dir(dir) {
         Err(e) if denied(&e) => Some(format!(
             "its directory {} is not writable ({e}), and SQLite makes its write-ahead log \
              there; {NOTE}",
@@ -360,6 +365,20 @@ fn not_writable(path: &Path) -> Option<String> {
         )),
         _ => None,
     }
+}
+
+/// Whether a file can be made in `dir`: makes an empty one of a name no other has (this
+/// process's id and the time), and removes it at once.
+fn probe_dir(dir: &Path) -> io::Result<()> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let probe = dir.join(format!(".rota-write-probe-{}-{nanos}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)?;
+    std::fs::remove_file(&probe)
 }
 
 /// [`open_file`]'s SQLite part, under the claim: the connection and the tally.
