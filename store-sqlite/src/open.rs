@@ -305,9 +305,11 @@ impl std::fmt::Display for Unwritable {
     }
 }
 
+/// Its message holds the open's error, so its source is that error's own (as for
+/// [`rota_core::BackendError`]): a chain printed whole says each part once.
 impl std::error::Error for Unwritable {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.source)
+        std::error::Error::source(&self.source)
     }
 }
 
