@@ -34,7 +34,8 @@
 use std::collections::HashMap;
 use std::error::Error as StdError;
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -727,18 +728,61 @@ impl LogCapture {
 
 /// A [`BatchStore`] over a shared `Arc<dyn BatchStore>` that records every final target write
 /// the wrapped store accepted (so a fault test can check none was lost), and can hold its
-/// `set_status` calls (a store whose write suspends), or make its `evict` panic when called.
-/// Put it under a [`FaultyStore`] to record only the writes that got past the faults.
+/// `set_status` and `admit` calls (a store whose writes suspend), or act out a bug in `admit`,
+/// `touch` and `evict` ([`Shared::misbehave`]). Put it under a [`FaultyStore`] to record only
+/// the writes that got past the faults.
 pub struct Shared {
     inner: Arc<dyn BatchStore>,
     accepted: Mutex<Vec<(String, usize, TargetWrite)>>,
     /// The ids of the jobs the wrapped store created, in order.
     created: Mutex<Vec<String>>,
-    /// `evict` panics when called, before it makes its future.
-    evict_panics: AtomicBool,
+    /// The [`Misbehave`] acted out, as its `u8`.
+    misbehaving: AtomicU8,
     status_gate: Gate,
     admit_gate: Gate,
 }
+
+/// A bug a [`Shared`] store acts out (see [`Shared::misbehave`]): panics of a store written by
+/// hand (not with `#[async_trait]`), whose methods may do work before their futures exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Misbehave {
+    /// None.
+    Not,
+    /// `evict` panics (with [`STORE_PANIC_VALUE`]) when called, before its future exists.
+    EvictPanicsWhenCalled,
+    /// `touch` and `evict` panic, while their futures run, with a value that panics again when
+    /// dropped.
+    PanicValuePanicsWhenDropped,
+    /// `touch` panics with such a value when called, before its future exists.
+    TouchPanicsWhenCalled,
+    /// `admit` and `touch` answer as the wrapped store does, and their futures then panic when
+    /// dropped.
+    FuturePanicsWhenDropped,
+}
+
+/// A value that panics when dropped: a panic's value, or part of a future, of a buggy store.
+struct PanicsWhenDropped;
+
+impl Drop for PanicsWhenDropped {
+    fn drop(&mut self) {
+        panic!("a store's value panicked when dropped");
+    }
+}
+
+/// A store future that answers as the one it wraps, and panics when dropped.
+struct ThenPanicsWhenDropped<F: ?Sized>(#[allow(dead_code)] PanicsWhenDropped, Pin<Box<F>>);
+
+impl<F: Future + ?Sized> Future for ThenPanicsWhenDropped<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
+        self.get_mut().1.as_mut().poll(cx)
+    }
+}
+
+/// A store call's future, as `#[async_trait]` makes it.
+type StoreCall<'f, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'f>>;
 
 /// Where a held store call waits: shut by `hold`, open again (for the waiting calls and every
 /// later one) by `release`.
@@ -790,7 +834,7 @@ impl Shared {
             inner,
             accepted: Mutex::new(Vec::new()),
             created: Mutex::new(Vec::new()),
-            evict_panics: AtomicBool::new(false),
+            misbehaving: AtomicU8::new(Misbehave::Not as u8),
             status_gate: Gate::default(),
             admit_gate: Gate::default(),
         }
@@ -828,10 +872,13 @@ impl Shared {
         self.status_gate.held(n, "set_status").await
     }
 
-    /// Makes `evict` panic (with [`STORE_PANIC_VALUE`]) when it is called, before its future
-    /// exists, or not (`false`): a store written by hand, without `#[async_trait]`.
-    pub fn panic_in_evict_call(&self, on: bool) {
-        self.evict_panics.store(on, Ordering::SeqCst);
+    /// From now on, acts out `bug` ([`Misbehave::Not`]: none).
+    pub fn misbehave(&self, bug: Misbehave) {
+        self.misbehaving.store(bug as u8, Ordering::SeqCst);
+    }
+
+    fn misbehaving(&self, bug: Misbehave) -> bool {
+        self.misbehaving.load(Ordering::SeqCst) == bug as u8
     }
 
     /// The ids of the jobs the wrapped store created, in order (an admit held by
@@ -848,13 +895,27 @@ impl Shared {
 
 #[async_trait]
 impl BatchStore for Shared {
-    async fn admit(&self, job: &NewJob, caps: &Caps) -> Result<Admission, StoreError> {
-        let r = self.inner.admit(job, caps).await;
-        if matches!(r, Ok(Admission::Created)) {
-            lock(&self.created).push(job.id.clone());
+    // Written by hand, as `#[async_trait]` would expand it, to wrap the future it returns.
+    fn admit<'s, 'j, 'c, 'f>(&'s self, job: &'j NewJob, caps: &'c Caps) -> StoreCall<'f, Admission>
+    where
+        's: 'f,
+        'j: 'f,
+        'c: 'f,
+        Self: 'f,
+    {
+        let fut: StoreCall<'f, Admission> = Box::pin(async move {
+            let r = self.inner.admit(job, caps).await;
+            if matches!(r, Ok(Admission::Created)) {
+                lock(&self.created).push(job.id.clone());
+            }
+            self.admit_gate.pass().await;
+            r
+        });
+        if self.misbehaving(Misbehave::FuturePanicsWhenDropped) {
+            Box::pin(ThenPanicsWhenDropped(PanicsWhenDropped, fut))
+        } else {
+            fut
         }
-        self.admit_gate.pass().await;
-        r
     }
     async fn job(&self, id: &str) -> Result<Option<JobRow>, StoreError> {
         self.inner.job(id).await
@@ -899,23 +960,40 @@ impl BatchStore for Shared {
         self.status_gate.pass().await;
         self.inner.set_status(id, status, error, now).await
     }
-    async fn touch(&self, id: &str, now: i64) -> Result<bool, StoreError> {
-        self.inner.touch(id, now).await
+    // Written by hand, as `#[async_trait]` would expand it, to misbehave when called.
+    fn touch<'s, 'i, 'f>(&'s self, id: &'i str, now: i64) -> StoreCall<'f, bool>
+    where
+        's: 'f,
+        'i: 'f,
+        Self: 'f,
+    {
+        if self.misbehaving(Misbehave::TouchPanicsWhenCalled) {
+            std::panic::panic_any(PanicsWhenDropped);
+        }
+        if self.misbehaving(Misbehave::PanicValuePanicsWhenDropped) {
+            return Box::pin(async { std::panic::panic_any(PanicsWhenDropped) });
+        }
+        let fut = self.inner.touch(id, now);
+        if self.misbehaving(Misbehave::FuturePanicsWhenDropped) {
+            Box::pin(ThenPanicsWhenDropped(PanicsWhenDropped, fut))
+        } else {
+            fut
+        }
     }
     async fn sweep(&self, now: i64, ttl_secs: i64) -> Result<usize, StoreError> {
         self.inner.sweep(now, ttl_secs).await
     }
     // Written by hand, as `#[async_trait]` would expand it, to panic before the future exists.
-    fn evict<'s, 'f>(
-        &'s self,
-        max_bytes: u64,
-    ) -> std::pin::Pin<Box<dyn Future<Output = Result<usize, StoreError>> + Send + 'f>>
+    fn evict<'s, 'f>(&'s self, max_bytes: u64) -> StoreCall<'f, usize>
     where
         's: 'f,
         Self: 'f,
     {
-        if self.evict_panics.load(Ordering::SeqCst) {
+        if self.misbehaving(Misbehave::EvictPanicsWhenCalled) {
             std::panic::panic_any(format!("{STORE_PANIC_VALUE} evict call"));
+        }
+        if self.misbehaving(Misbehave::PanicValuePanicsWhenDropped) {
+            return Box::pin(async { std::panic::panic_any(PanicsWhenDropped) });
         }
         self.inner.evict(max_bytes)
     }
@@ -3693,10 +3771,10 @@ pub async fn a_panicking_store_call_is_an_error_and_stops_no_worker(
     ids.push(ended(c, JobStatus::Done, "", false).await?);
     f.heal_all();
 
-    f.inner().panic_in_evict_call(true);
+    f.inner().misbehave(Misbehave::EvictPanicsWhenCalled);
     let d = r.submit("alice", "d", 2).await?;
     ids.push(ended(d, JobStatus::Done, "", false).await?);
-    f.inner().panic_in_evict_call(false);
+    f.inner().misbehave(Misbehave::Not);
 
     f.panic_on(Op::Sweep);
     let e = r.submit("alice", "e", 2).await?;

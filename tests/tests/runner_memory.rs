@@ -125,3 +125,67 @@ fn a_submit_from_a_task_that_wakes_a_worker_ends_in_one_poll() -> rota_tests::ru
     assert!(first_poll, "the submit did not end in its first poll");
     Ok(())
 }
+
+/// A [`rota_tests::runner::Shared`] over a new memory store, and the runner's suite setup on it.
+async fn misbehaving() -> Result<
+    (Arc<rota_tests::runner::Shared>, rota_tests::runner::Rig),
+    Box<dyn std::error::Error + Send + Sync>,
+> {
+    use rota_tests::runner::{Probe, Shared, config, rig};
+    let store = Arc::new(Shared::new(Arc::new(MemoryStore::new())));
+    let r = rig(store.clone(), Probe::new(), config()).await?;
+    Ok((store, r))
+}
+
+/// A `touch` whose store panics with a value that panics again when dropped (while its future
+/// runs, or when called), or whose future panics when dropped after it answered, returns to
+/// its caller (a task, which a panic would end).
+#[tokio::test]
+async fn a_touch_whose_panic_or_future_panics_when_dropped_returns()
+-> rota_tests::runner::TestResult {
+    use rota_tests::runner::Misbehave;
+    let (store, r) = misbehaving().await?;
+    for bug in [
+        Misbehave::PanicValuePanicsWhenDropped,
+        Misbehave::FuturePanicsWhenDropped,
+        Misbehave::TouchPanicsWhenCalled,
+    ] {
+        store.misbehave(bug);
+        let runner = r.runner.clone();
+        let got = tokio::spawn(async move { runner.touch("x").await }).await;
+        assert!(got.is_ok(), "{bug:?}: the touch panicked: {got:?}");
+    }
+    store.misbehave(Misbehave::Not);
+    r.close().await
+}
+
+/// An `evict` that panics with a value that panics again when dropped ends no worker: the
+/// next job runs.
+#[tokio::test]
+async fn an_evict_whose_panic_value_panics_when_dropped_stops_no_worker()
+-> rota_tests::runner::TestResult {
+    use rota_tests::runner::Misbehave;
+    let (store, r) = misbehaving().await?;
+    store.misbehave(Misbehave::PanicValuePanicsWhenDropped);
+    let a = r.submit("alice", "a", 1).await?;
+    r.terminal(&a).await?;
+    store.misbehave(Misbehave::Not);
+    let b = r.submit("alice", "b", 1).await?;
+    assert_eq!(r.terminal(&b).await?.job.status, rota::JobStatus::Done);
+    r.close().await
+}
+
+/// A store call that answered and whose future then panics when dropped has still answered:
+/// an admit that created the job is a created job, which runs (not a failed submit whose job
+/// the store holds).
+#[tokio::test]
+async fn an_admit_whose_future_panics_when_dropped_after_its_answer_still_runs_the_job()
+-> rota_tests::runner::TestResult {
+    use rota_tests::runner::Misbehave;
+    let (store, r) = misbehaving().await?;
+    store.misbehave(Misbehave::FuturePanicsWhenDropped);
+    let a = r.submit("alice", "a", 2).await?;
+    store.misbehave(Misbehave::Not);
+    assert_eq!(r.terminal(&a).await?.job.status, rota::JobStatus::Done);
+    r.close().await
+}
