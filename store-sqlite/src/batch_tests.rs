@@ -607,3 +607,62 @@ fn an_evict_after_a_rollback_mid_batch_counts_bytes_from_the_rows() {
     assert!(block_on(s.job(&job("t2", "").id)).unwrap().is_some());
     assert_tally_true(&s);
 }
+
+/// The files this process has open whose name SQLite gives its temporary files (a spilled
+/// sub-journal, a temporary table).
+#[cfg(target_os = "linux")]
+fn sqlite_temp_files_open() -> Vec<String> {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .map(|p| p.display().to_string())
+        .filter(|p| p.contains("etilqs_"))
+        .collect()
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn a_batch_whose_savepoint_rewrites_many_pages_writes_no_temporary_file() {
+    // A write in a savepoint that rewrites pages the batch's earlier write dirtied keeps
+    // their first images in the sub-journal, in memory (`temp_store = MEMORY`): SQLite would
+    // otherwise spill one over 64 KiB to a file in the temp directory, and keep writing every
+    // later batch's there (a syscall per page; and a batch fails where that directory is full
+    // or not writable). Here, a 256 KiB result stored, then stored again in the same batch.
+    let dir = tempfile::tempdir().unwrap();
+    let s = Arc::new(SqliteStore::open(dir.path().join("rota.sqlite")).unwrap());
+    let a = job("a", "alice");
+    assert_eq!(block_on(s.admit(&a, &CAPS)), Ok(Admission::Created));
+    let big = |fill: char| TargetWrite::Done {
+        result: fill.to_string().repeat(256 * 1024),
+    };
+    let finish = |w: TargetWrite| -> Call<Result<bool, rota_core::StoreError>> {
+        let id = job("a", "").id;
+        Box::new(move |s| block_on(s.finish_target(&id, 0, &w, 2, None)))
+    };
+    let before = s.queue.commits();
+    let got = batched(&s, vec![finish(big('x')), finish(big('y'))]);
+    assert_eq!(got, vec![Ok(true), Ok(true)]);
+    assert_eq!(s.queue.commits(), before + 1, "one batch");
+    assert_eq!(sqlite_temp_files_open(), Vec::<String>::new());
+    let stored = block_on(s.targets(&a.id)).unwrap();
+    assert_eq!(
+        stored[0].result.as_deref(),
+        Some("y".repeat(256 * 1024).as_str())
+    );
+    assert_tally_true(&s);
+}
+
+#[test]
+fn every_store_keeps_its_temporary_data_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = SqliteStore::open(dir.path().join("rota.sqlite")).unwrap();
+    let memory = SqliteStore::open_in_memory().unwrap();
+    for s in [&file, &memory] {
+        let mode: i64 = s
+            .db()
+            .conn
+            .query_row("PRAGMA temp_store", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, 2, "MEMORY");
+    }
+}
