@@ -35,6 +35,27 @@ fn num(v: Option<f64>, places: usize) -> String {
     v.map_or_else(|| "-".to_owned(), |v| format!("{v:.places$}"))
 }
 
+/// A row as the table prints it. The ratio has three decimals, so that one just under a goal
+/// (0.297 against 0.3) does not print as if it met it.
+fn table_line(r: &Row) -> String {
+    format!(
+        "{:<8} {:<28} {:>6} {:>7} {:>9} {:>12} {:>12} {:>6} {:>13}",
+        r.bench,
+        if r.backend.is_empty() {
+            "-"
+        } else {
+            &r.backend
+        },
+        cell(r.live_jobs),
+        cell(r.workers),
+        cell(r.targets),
+        num(r.per_s, 0),
+        num(r.limit_per_s, 0),
+        num(r.ratio, 3),
+        num(r.bytes_per_job, 1),
+    )
+}
+
 impl Out {
     /// The table header (nothing in JSON mode).
     pub fn header(&self) {
@@ -74,22 +95,7 @@ impl Out {
             let v = format!("{{{}}}", body.join(","));
             println!("{v}");
         } else {
-            println!(
-                "{:<8} {:<28} {:>6} {:>7} {:>9} {:>12} {:>12} {:>6} {:>13}",
-                r.bench,
-                if r.backend.is_empty() {
-                    "-"
-                } else {
-                    &r.backend
-                },
-                cell(r.live_jobs),
-                cell(r.workers),
-                cell(r.targets),
-                num(r.per_s, 0),
-                num(r.limit_per_s, 0),
-                num(r.ratio, 2),
-                num(r.bytes_per_job, 1),
-            );
+            println!("{}", table_line(r));
         }
     }
 
@@ -101,5 +107,33 @@ impl Out {
         } else {
             println!("# {s}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ratio_just_under_a_goal_prints_under_it() {
+        let r = Row {
+            bench: "runner",
+            backend: "memory".into(),
+            live_jobs: Some(10),
+            workers: Some(1),
+            targets: Some(320_000),
+            per_s: Some(882_243.4),
+            limit_per_s: Some(2_966_147.0),
+            ratio: Some(882_243.4 / 2_966_147.0),
+            bytes_per_job: None,
+        };
+        let line = table_line(&r);
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(
+            cells,
+            [
+                "runner", "memory", "10", "1", "320000", "882243", "2966147", "0.297", "-"
+            ]
+        );
     }
 }
