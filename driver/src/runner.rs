@@ -3,7 +3,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -52,7 +52,8 @@ pub struct Submitted {
 /// **When `close` returns**, no write of a worker, a submit or a cancel is under way or left
 /// to come: close waits for its workers, then for the submits and cancels already writing (a
 /// submit that the closing runner refuses to register fails its stored job `runner closed`),
-/// and then makes its own writes. (A `touch` is not waited for.)
+/// and then makes its own writes. (A `touch` is not waited for. A close called from inside a
+/// fetch returns at once: it cannot wait for that fetch; see [`close`](Runner::close).)
 ///
 /// **A store call that panics** (when called, while its future runs, or when that future or
 /// the panic's value is dropped) is a [`StoreError`] (`<operation>: the store panicked`) to
@@ -98,6 +99,9 @@ struct Inner {
     closing: AtomicBool,
     closed: Arc<watch::Sender<bool>>,
     workers: Mutex<Vec<JoinHandle<()>>>,
+    /// The worker tasks' ids, set once they are spawned: a close called from inside one (by a
+    /// fetch) cannot wait for it.
+    worker_tasks: OnceLock<Vec<tokio::task::Id>>,
     /// Terminal statuses whose store write failed (an error, not a refusal): written again
     /// before each submit, after each stored target and at close, so that a job the machine
     /// has ended does not stay live in the store, holding its caller's caps, until the next
@@ -319,6 +323,7 @@ impl Runner {
             closing: AtomicBool::new(false),
             closed: Arc::new(watch::Sender::new(false)),
             workers: Mutex::new(Vec::new()),
+            worker_tasks: OnceLock::new(),
             unsettled: Mutex::new(Vec::new()),
             unsettled_any: AtomicBool::new(false),
             rt: runtime.clone(),
@@ -328,6 +333,9 @@ impl Runner {
         let handles: Vec<JoinHandle<()>> = (0..inner.cfg.workers)
             .map(|n| runtime.spawn(worker(inner.clone(), n)))
             .collect();
+        let _ = inner
+            .worker_tasks
+            .set(handles.iter().map(JoinHandle::id).collect());
         *lock(&inner.workers) = handles;
         debug!(workers = inner.cfg.workers, "runner started");
         Ok(Runner {
@@ -523,12 +531,25 @@ impl Runner {
     /// fetches return and their outcomes are stored, then every job still live is `failed` with
     /// error `runner closed`; returns once the submits and cancels writing when it began have
     /// written too. Idempotent: a second call waits for the first to finish.
+    ///
+    /// **From inside a fetch** (or anything else a worker runs), close cannot wait for the
+    /// fetch that called it, which is still in flight: it begins the close (or finds it begun)
+    /// and returns at once, without waiting. The close goes on, cancelling the fetch token;
+    /// it ends, as above, once that fetch has returned and its outcome is stored. (A fetch
+    /// that waits for a close made elsewhere, say by a task it awaits, still waits for
+    /// itself: a close waits for every in-flight fetch.)
     pub async fn close(&self) {
         let inner = &self.inner;
         let mut rx = inner.closed.subscribe();
+        let in_worker = inner.in_worker();
         if !inner.closing.swap(true, Ordering::SeqCst) {
             // Run by a task of its own, so that a caller dropping its close does not stop it.
-            if let Err(e) = inner.rt.spawn(inner.clone().close_now()).await {
+            let closing = inner.rt.spawn(inner.clone().close_now());
+            if in_worker {
+                debug!("close called from a worker: not waiting for it");
+                return;
+            }
+            if let Err(e) = closing.await {
                 // Not the error's text: a panic's would carry its value. (Or a runtime shut down
                 // before the close ran.) Told closed all the same, as the task itself does when
                 // it is dropped midway: a later close must not wait for ever.
@@ -539,7 +560,9 @@ impl Runner {
                 inner.closed.send_replace(true);
             }
         }
-        let _ = rx.wait_for(|done| *done).await;
+        if !in_worker {
+            let _ = rx.wait_for(|done| *done).await;
+        }
     }
 }
 
@@ -791,6 +814,14 @@ impl Inner {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         lock(&self.state)
+    }
+
+    /// Whether the caller runs in one of this runner's worker tasks.
+    fn in_worker(&self) -> bool {
+        match (tokio::task::try_id(), self.worker_tasks.get()) {
+            (Some(id), Some(ids)) => ids.contains(&id),
+            _ => false,
+        }
     }
 
     /// Runs `fut` to its end even if the caller stops polling or drops this future: polled

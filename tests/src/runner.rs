@@ -36,7 +36,7 @@ use std::error::Error as StdError;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -137,6 +137,7 @@ macro_rules! runner_tests {
                 close_waits_for_a_submits_admit_under_way,
                 a_close_polled_by_another_executor_and_dropped_still_closes,
                 close_is_idempotent_and_refuses_later_submits,
+                a_close_called_from_inside_a_fetch_returns_and_the_close_ends,
                 start_fails_leftover_live_jobs_as_interrupted_and_frees_their_caps,
                 sweep_after_a_submit_deletes_expired_jobs_but_never_a_live_one,
                 evict_after_a_stored_target_deletes_terminal_jobs_but_never_a_live_one,
@@ -2964,6 +2965,76 @@ pub async fn close_waits_for_the_inflight_fetch_then_fails_live_jobs(
         "depth {:?} inflight {:?}",
         h.depth(),
         h.inflight()
+    );
+    Ok(())
+}
+
+/// A fetch that closes its runner (say, on an answer that means stop) gets on: close cannot
+/// wait for the fetch that called it, still in flight, so it begins the close and returns.
+/// The close then ends as any close does once that fetch has returned: the fetch token
+/// cancelled, the fetch's outcome stored, the job failed `runner closed`, nothing else
+/// started, and a close from outside returns once all of that is done.
+pub async fn a_close_called_from_inside_a_fetch_returns_and_the_close_ends(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let handle: Arc<OnceLock<Runner>> = Arc::new(OnceLock::new());
+    let inside_returned = Arc::new(AtomicBool::new(false));
+    let fetched = Arc::new(Mutex::new(Vec::new()));
+    let fetch = {
+        let (handle, inside_returned, fetched) =
+            (handle.clone(), inside_returned.clone(), fetched.clone());
+        move |_: Arc<Caller>, target: Target, cancel: CancellationToken| {
+            let (handle, inside_returned) = (handle.clone(), inside_returned.clone());
+            lock(&fetched).push(target.url.clone());
+            async move {
+                let Some(runner) = handle.get() else {
+                    return Err(FetchError::Other("no runner to close".into()));
+                };
+                runner.close().await;
+                inside_returned.store(true, Ordering::SeqCst);
+                // The close it began cancels the token it was given.
+                match tokio::time::timeout(WAIT, cancel.cancelled()).await {
+                    Ok(()) => Ok(content_of(&target.url)),
+                    Err(_) => Err(FetchError::Other("the token was never cancelled".into())),
+                }
+            }
+        }
+    };
+    let runner = Runner::start(store.clone(), fetch, config()).await?;
+    assert!(handle.set(runner.clone()).is_ok(), "the handle is set once");
+    let a = runner
+        .submit(caller("alice"), CallerClass::Fleet, targets("a", 2))
+        .await?;
+    until("the close called inside the fetch returned", || {
+        inside_returned.load(Ordering::SeqCst)
+    })
+    .await?;
+    within("a close from outside", runner.close()).await?;
+
+    let Some(va) = runner.status(&a.id).await? else {
+        panic!("job a is stored");
+    };
+    assert_eq!(
+        (va.job.status, va.job.error.as_str()),
+        (JobStatus::Failed, "runner closed")
+    );
+    assert_eq!(
+        states(&va),
+        [TargetState::Done, TargetState::Pending],
+        "the closing fetch's outcome is stored, and nothing starts after it"
+    );
+    assert_eq!(
+        va.targets.first().and_then(|t| t.result.clone()),
+        Some(content_of(&url("a", 0)))
+    );
+    assert_eq!(*lock(&fetched), [url("a", 0)]);
+    assert_eq!(store.live_jobs(None).await?, 0);
+    assert_eq!(
+        runner
+            .submit(caller("bob"), CallerClass::Fleet, targets("b", 1))
+            .await,
+        Err(SubmitError::Store(StoreError::Closed)),
+        "closed"
     );
     Ok(())
 }
