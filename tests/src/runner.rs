@@ -2898,6 +2898,25 @@ pub async fn status_of_an_unknown_id_is_none_and_a_corrupt_result_is_named(
     r.close().await
 }
 
+/// Test job `a` of two targets, closed once its first was fetched: `failed` with `runner
+/// closed`, its first target done with [`content_of`] its url (`why`), its second pending.
+fn closed_after_its_first_target(va: &JobView, why: &str) {
+    assert_eq!(
+        (va.job.status, va.job.error.as_str()),
+        (JobStatus::Failed, "runner closed")
+    );
+    assert_eq!(
+        states(va),
+        [TargetState::Done, TargetState::Pending],
+        "{why}"
+    );
+    assert_eq!(
+        va.targets.first().and_then(|t| t.result.clone()),
+        Some(content_of(&url("a", 0))),
+        "{why}"
+    );
+}
+
 /// `close` cancels the fetch token, waits for the in-flight fetch to return (a held fetch
 /// keeps it waiting), stores its outcome, then fails every live job with `runner closed`; no
 /// target starts after it; concurrent and later closes all return; the hooks report each
@@ -2932,20 +2951,7 @@ pub async fn close_waits_for_the_inflight_fetch_then_fails_live_jobs(
     }
     r.close().await?;
 
-    let va = r.view(&a).await?;
-    assert_eq!(
-        (va.job.status, va.job.error.as_str()),
-        (JobStatus::Failed, "runner closed")
-    );
-    assert_eq!(
-        states(&va),
-        [TargetState::Done, TargetState::Pending],
-        "a0's outcome is stored"
-    );
-    assert_eq!(
-        va.targets.first().and_then(|t| t.result.clone()),
-        Some(content_of(&url("a", 0)))
-    );
+    closed_after_its_first_target(&r.view(&a).await?, "a0's outcome is stored");
     let vb = r.view(&b).await?;
     assert_eq!(
         (vb.job.status, vb.job.error.as_str()),
@@ -3014,18 +3020,9 @@ pub async fn a_close_called_from_inside_a_fetch_returns_and_the_close_ends(
     let Some(va) = runner.status(&a.id).await? else {
         panic!("job a is stored");
     };
-    assert_eq!(
-        (va.job.status, va.job.error.as_str()),
-        (JobStatus::Failed, "runner closed")
-    );
-    assert_eq!(
-        states(&va),
-        [TargetState::Done, TargetState::Pending],
-        "the closing fetch's outcome is stored, and nothing starts after it"
-    );
-    assert_eq!(
-        va.targets.first().and_then(|t| t.result.clone()),
-        Some(content_of(&url("a", 0)))
+    closed_after_its_first_target(
+        &va,
+        "the closing fetch's outcome is stored, and nothing starts after it",
     );
     assert_eq!(*lock(&fetched), [url("a", 0)]);
     assert_eq!(store.live_jobs(None).await?, 0);
