@@ -35,8 +35,13 @@ fn num(v: Option<f64>, places: usize) -> String {
     v.map_or_else(|| "-".to_owned(), |v| format!("{v:.places$}"))
 }
 
-/// A row as the table prints it. The ratio has three decimals, so that one just under a goal
-/// (0.297 against 0.3) does not print as if it met it.
+/// A ratio cut (not rounded) to three decimals, so that one just under a goal (0.2996 against
+/// 0.3) never prints as if it met it.
+fn floor_3(v: f64) -> f64 {
+    (v * 1000.0).floor() / 1000.0
+}
+
+/// A row as the table prints it, the ratio to three decimals (cut by [`floor_3`]).
 fn table_line(r: &Row) -> String {
     format!(
         "{:<8} {:<28} {:>6} {:>7} {:>9} {:>12} {:>12} {:>6} {:>13}",
@@ -51,7 +56,7 @@ fn table_line(r: &Row) -> String {
         cell(r.targets),
         num(r.per_s, 0),
         num(r.limit_per_s, 0),
-        num(r.ratio, 3),
+        num(r.ratio.map(floor_3), 3),
         num(r.bytes_per_job, 1),
     )
 }
@@ -88,7 +93,7 @@ impl Out {
                 ("targets", json!(r.targets)),
                 ("per_s", json!(round(r.per_s, 1))),
                 ("limit_per_s", json!(round(r.limit_per_s, 1))),
-                ("ratio", json!(round(r.ratio, 3))),
+                ("ratio", json!(r.ratio.map(floor_3))),
                 ("bytes_per_job", json!(round(r.bytes_per_job, 1))),
             ];
             let body: Vec<String> = fields.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
@@ -135,5 +140,11 @@ mod tests {
                 "runner", "memory", "10", "1", "320000", "882243", "2966147", "0.297", "-"
             ]
         );
+        let just_under = Row {
+            ratio: Some(0.29996),
+            ..r
+        };
+        let line = table_line(&just_under);
+        assert_eq!(line.split_whitespace().nth(7), Some("0.299"));
     }
 }

@@ -3,7 +3,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -99,9 +99,6 @@ struct Inner {
     closing: AtomicBool,
     closed: Arc<watch::Sender<bool>>,
     workers: Mutex<Vec<JoinHandle<()>>>,
-    /// The worker tasks' ids, set once they are spawned: a close called from inside one (by a
-    /// fetch) cannot wait for it.
-    worker_tasks: OnceLock<Vec<tokio::task::Id>>,
     /// Terminal statuses whose store write failed (an error, not a refusal): written again
     /// before each submit, after each stored target and at close, so that a job the machine
     /// has ended does not stay live in the store, holding its caller's caps, until the next
@@ -189,6 +186,12 @@ impl Drop for Awaiting<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
     }
+}
+
+tokio::task_local! {
+    /// In a worker task, the [`Inner::address`] of the runner it works for: a close called
+    /// from inside a worker (by a fetch) cannot wait for it.
+    static WORKER_OF: usize;
 }
 
 /// Tells close's waiters that close is over, when dropped (see [`Inner::close_now`]).
@@ -323,7 +326,6 @@ impl Runner {
             closing: AtomicBool::new(false),
             closed: Arc::new(watch::Sender::new(false)),
             workers: Mutex::new(Vec::new()),
-            worker_tasks: OnceLock::new(),
             unsettled: Mutex::new(Vec::new()),
             unsettled_any: AtomicBool::new(false),
             rt: runtime.clone(),
@@ -331,11 +333,11 @@ impl Runner {
             cfg,
         });
         let handles: Vec<JoinHandle<()>> = (0..inner.cfg.workers)
-            .map(|n| runtime.spawn(worker(inner.clone(), n)))
+            .map(|n| {
+                let of = inner.address();
+                runtime.spawn(WORKER_OF.scope(of, worker(inner.clone(), n)))
+            })
             .collect();
-        let _ = inner
-            .worker_tasks
-            .set(handles.iter().map(JoinHandle::id).collect());
         *lock(&inner.workers) = handles;
         debug!(workers = inner.cfg.workers, "runner started");
         Ok(Runner {
@@ -543,22 +545,35 @@ impl Runner {
         let mut rx = inner.closed.subscribe();
         let in_worker = inner.in_worker();
         if !inner.closing.swap(true, Ordering::SeqCst) {
-            // Run by a task of its own, so that a caller dropping its close does not stop it.
-            let closing = inner.rt.spawn(inner.clone().close_now());
+            // Closes' waiters are told even if the task below is dropped before it ends, or
+            // before it first runs (its runtime shutting down).
+            let told = ToldClosed(inner.closed.clone());
+            // Begun here, before anything else runs: no target starts after this line, even
+            // on this thread (a fetch calling close may return without yielding).
+            let ended = inner.begin_close();
+            // The rest runs in a task of its own, so that a caller dropping its close does not
+            // stop it.
+            let closing = inner.rt.spawn(inner.clone().close_now(ended, told));
+            let closed = inner.closed.clone();
+            let ended_well = async move {
+                if let Err(e) = closing.await {
+                    // Not the error's text: a panic's would carry its value. (Or a runtime shut
+                    // down before the close ran.) Told closed all the same (the task's own
+                    // `told` did so as it dropped): a later close must not wait for ever.
+                    warn!(
+                        panicked = e.is_panic(),
+                        "closing the runner ended abnormally"
+                    );
+                    closed.send_replace(true);
+                }
+            };
             if in_worker {
+                // Not awaited here: the close waits for this worker.
                 debug!("close called from a worker: not waiting for it");
+                drop(inner.rt.spawn(ended_well));
                 return;
             }
-            if let Err(e) = closing.await {
-                // Not the error's text: a panic's would carry its value. (Or a runtime shut down
-                // before the close ran.) Told closed all the same, as the task itself does when
-                // it is dropped midway: a later close must not wait for ever.
-                warn!(
-                    panicked = e.is_panic(),
-                    "closing the runner ended abnormally"
-                );
-                inner.closed.send_replace(true);
-            }
+            ended_well.await;
         }
         if !in_worker {
             let _ = rx.wait_for(|done| *done).await;
@@ -770,19 +785,27 @@ impl Inner {
         }
     }
 
-    async fn close_now(self: Arc<Self>) {
-        // Tells close's waiters even if this task is dropped midway (its runtime shutting
-        // down), so that a later close does not wait for ever.
-        let told = ToldClosed(self.closed.clone());
-        let inner = &*self;
+    /// The start of a close: closes the machine (nothing starts any more; the jobs it ended
+    /// are returned, for [`close_now`](Inner::close_now) to fail in the store), cancels the
+    /// fetch token and wakes the idle workers, which then stop.
+    fn begin_close(&self) -> Vec<Terminal> {
         let ended = {
-            let mut st = inner.lock();
-            let ended = st.machine.close(inner.mono());
-            inner.drain(&mut st);
+            let mut st = self.lock();
+            let ended = st.machine.close(self.mono());
+            self.drain(&mut st);
             ended
         };
-        inner.cancel.cancel();
-        inner.wake.notify_waiters();
+        self.cancel.cancel();
+        self.wake.notify_waiters();
+        ended
+    }
+
+    /// The rest of a close after [`begin_close`](Inner::begin_close), which ended the jobs
+    /// `ended`: waits for the workers and the writes under way, fails `ended` in the store,
+    /// then tells close's waiters by dropping `told` (also if this is dropped midway, its
+    /// runtime shutting down, so that a later close does not wait for ever).
+    async fn close_now(self: Arc<Self>, ended: Vec<Terminal>, told: ToldClosed) {
+        let inner = &*self;
         let handles = std::mem::take(&mut *lock(&inner.workers));
         for h in handles {
             if let Err(e) = h.await {
@@ -818,10 +841,14 @@ impl Inner {
 
     /// Whether the caller runs in one of this runner's worker tasks.
     fn in_worker(&self) -> bool {
-        match (tokio::task::try_id(), self.worker_tasks.get()) {
-            (Some(id), Some(ids)) => ids.contains(&id),
-            _ => false,
-        }
+        WORKER_OF
+            .try_with(|of| *of == self.address())
+            .unwrap_or(false)
+    }
+
+    /// This runner's address, which marks its worker tasks (see [`WORKER_OF`]).
+    fn address(&self) -> usize {
+        std::ptr::from_ref(self) as usize
     }
 
     /// Runs `fut` to its end even if the caller stops polling or drops this future: polled

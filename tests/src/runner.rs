@@ -138,6 +138,7 @@ macro_rules! runner_tests {
                 a_close_polled_by_another_executor_and_dropped_still_closes,
                 close_is_idempotent_and_refuses_later_submits,
                 a_close_called_from_inside_a_fetch_returns_and_the_close_ends,
+                a_close_from_inside_a_fetch_that_returns_at_once_starts_nothing_more,
                 start_fails_leftover_live_jobs_as_interrupted_and_frees_their_caps,
                 sweep_after_a_submit_deletes_expired_jobs_but_never_a_live_one,
                 evict_after_a_stored_target_deletes_terminal_jobs_but_never_a_live_one,
@@ -155,6 +156,7 @@ macro_rules! runner_tests {
                 a_panicking_store_call_is_an_error_and_stops_no_worker,
                 close_never_waits_on_a_submit_whose_caller_stopped_polling,
                 a_close_cut_short_by_its_runtimes_shutdown_lets_a_later_close_return,
+                a_close_from_inside_a_fetch_on_a_one_thread_runtime_starts_nothing_more,
                 failing_sweep_and_evict_are_logged_at_warn_and_survived,
                 no_log_line_carries_a_url_host_or_caller_key,
             ]
@@ -3034,6 +3036,71 @@ pub async fn a_close_called_from_inside_a_fetch_returns_and_the_close_ends(
         "closed"
     );
     Ok(())
+}
+
+/// A fetch that closes its runner and returns without awaiting anything else: the close is
+/// begun before close returns, so the worker, going on at once on the same thread, starts
+/// nothing more (the job's other targets stay pending; the job is failed `runner closed`).
+pub async fn a_close_from_inside_a_fetch_that_returns_at_once_starts_nothing_more(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let handle: Arc<OnceLock<Runner>> = Arc::new(OnceLock::new());
+    let fetched = Arc::new(Mutex::new(Vec::new()));
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let fetch = {
+        let (handle, fetched, cancelled) = (handle.clone(), fetched.clone(), cancelled.clone());
+        move |_: Arc<Caller>, target: Target, cancel: CancellationToken| {
+            let (handle, cancelled) = (handle.clone(), cancelled.clone());
+            lock(&fetched).push(target.url.clone());
+            async move {
+                if let Some(runner) = handle.get() {
+                    runner.close().await;
+                }
+                cancelled.store(cancel.is_cancelled(), Ordering::SeqCst);
+                Ok(content_of(&target.url))
+            }
+        }
+    };
+    let runner = Runner::start(store.clone(), fetch, config()).await?;
+    assert!(handle.set(runner.clone()).is_ok(), "the handle is set once");
+    let a = runner
+        .submit(caller("alice"), CallerClass::Fleet, targets("a", 3))
+        .await?;
+    until("a fetch ran", || !lock(&fetched).is_empty()).await?;
+    within("a close from outside", runner.close()).await?;
+    assert_eq!(
+        *lock(&fetched),
+        [url("a", 0)],
+        "nothing starts after the close"
+    );
+    assert!(
+        cancelled.load(Ordering::SeqCst),
+        "the token is cancelled when the close returns inside the fetch"
+    );
+    let Some(va) = runner.status(&a.id).await? else {
+        panic!("job a is stored");
+    };
+    assert_eq!(
+        (va.job.status, va.job.error.as_str()),
+        (JobStatus::Failed, "runner closed")
+    );
+    assert_eq!(
+        states(&va),
+        [
+            TargetState::Done,
+            TargetState::Pending,
+            TargetState::Pending
+        ]
+    );
+    Ok(())
+}
+
+/// [`a_close_from_inside_a_fetch_that_returns_at_once_starts_nothing_more`] on a
+/// current-thread runtime, where a task the close spawns runs only once the worker yields.
+pub async fn a_close_from_inside_a_fetch_on_a_one_thread_runtime_starts_nothing_more(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    a_close_from_inside_a_fetch_that_returns_at_once_starts_nothing_more(store).await
 }
 
 /// A close that comes while the worker is still reporting a stored target (held in
