@@ -12,9 +12,9 @@ use rota_core::machine::{
     ERR_NOT_STORED, Event, JobKey, KeyHasher, MachineConfig, Outcome, Store, Terminal,
 };
 use rota_core::{
-    Admission, BatchStore, Caller, CallerClass, Caps, Config, FetchError, Hooks, JobMachine,
-    JobOutcome, JobStatus, JobView, NewJob, Options, StoreError, SubmitError, Target, TargetRow,
-    TargetWrite, idem_key,
+    Admission, BatchStore, Caller, CallerClass, Caps, Clock, Config, FetchError, Hooks, JobMachine,
+    JobOutcome, JobStatus, JobView, NewJob, Options, StoreError, SubmitError, SystemClock, Target,
+    TargetRow, TargetWrite, idem_key,
 };
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
@@ -62,6 +62,9 @@ pub struct Submitted {
 /// panic unwinds: Rust aborts then). A call that answered and whose future then panics when
 /// dropped keeps its answer. The runner goes on using the store. The panic's value is never
 /// logged or stored.
+///
+/// **A clock that panics** (`Config::clock`) is logged at warn, without its value, and the
+/// system's time is used for that read: no worker ends and no call fails for it.
 ///
 /// The runner's workers are tokio tasks: [`start`](Runner::start) needs a tokio runtime with
 /// timers.
@@ -188,6 +191,16 @@ impl Drop for Awaiting<'_> {
     }
 }
 
+/// Now in unix seconds, by `clock`. A clock that panics is the embedder's bug, not a reason to
+/// end a worker (or fail a call): the panic is caught, logged at warn without its value, and
+/// the system clock answers instead.
+fn unix_now(clock: &dyn Clock) -> i64 {
+    catching(|| clock.now_unix()).unwrap_or_else(|Panicked| {
+        warn!("the clock panicked: the system clock answers instead");
+        SystemClock.now_unix()
+    })
+}
+
 tokio::task_local! {
     /// In a worker task, the [`Inner::address`] of the runner it works for: a close called
     /// from inside a worker (by a fetch) cannot wait for it.
@@ -296,7 +309,7 @@ impl Runner {
             ));
         }
         let recovered = Guarded(&*store)
-            .recover(ERR_INTERRUPTED, cfg.clock.now_unix())
+            .recover(ERR_INTERRUPTED, unix_now(&*cfg.clock))
             .await?;
         if recovered > 0 {
             info!(jobs = recovered, "failed the jobs left live as interrupted");
@@ -380,7 +393,7 @@ impl Runner {
                 (t.url, options)
             })
             .collect();
-        let now = inner.cfg.clock.now_unix();
+        let now = inner.now_unix();
         let job = NewJob {
             id: new_id(),
             caller: caller.name.clone(),
@@ -521,7 +534,7 @@ impl Runner {
     /// Sets job `id`'s lease to now: its TTL counts from here. The embedding API calls it after
     /// an owner's read.
     pub async fn touch(&self, id: &str) {
-        let now = self.inner.cfg.clock.now_unix();
+        let now = self.inner.now_unix();
         match self.inner.store().touch(id, now).await {
             Ok(true) => {}
             Ok(false) => debug!(job = %id, "touch: no such job"),
@@ -917,6 +930,11 @@ impl Inner {
         idle
     }
 
+    /// Now in unix seconds, by the embedder's clock (see [`unix_now`]).
+    fn now_unix(&self) -> i64 {
+        unix_now(&*self.cfg.clock)
+    }
+
     /// Monotonic time since the runner started: the machine's clock.
     fn mono(&self) -> Duration {
         self.epoch.elapsed()
@@ -968,7 +986,7 @@ impl Inner {
         status: JobStatus,
         error: &str,
     ) -> Result<(), StoreError> {
-        let now = self.cfg.clock.now_unix();
+        let now = self.now_unix();
         if !self.store().set_status(id, status, error, now).await? {
             debug!(job = %id, %status, "status unchanged: job missing or final");
         }
@@ -1046,7 +1064,7 @@ impl Inner {
             .as_ref()
             .filter(|t| t.error.is_empty() && !lost_before)
             .map(|t| t.status);
-        let now = self.cfg.clock.now_unix();
+        let now = self.now_unix();
         let stored = match self
             .store()
             .finish_target(&d.id, d.idx, &write, now, finish)
@@ -1137,7 +1155,7 @@ impl Inner {
 
     /// Marks the target running and fetches it, catching a panic.
     async fn fetch_one(&self, d: &Dispatch, caller: Option<Arc<Caller>>) -> Fetched {
-        let now = self.cfg.clock.now_unix();
+        let now = self.now_unix();
         let row = match self.store().start_target(&d.id, d.idx, now).await {
             Ok(Some(row)) => row,
             Ok(None) => {

@@ -157,6 +157,7 @@ macro_rules! runner_tests {
                 close_never_waits_on_a_submit_whose_caller_stopped_polling,
                 a_close_cut_short_by_its_runtimes_shutdown_lets_a_later_close_return,
                 a_close_from_inside_a_fetch_on_a_one_thread_runtime_starts_nothing_more,
+                a_panicking_clock_is_logged_and_the_system_clock_answers,
                 failing_sweep_and_evict_are_logged_at_warn_and_survived,
                 no_log_line_carries_a_url_host_or_caller_key,
             ]
@@ -3533,6 +3534,71 @@ pub async fn evict_after_a_stored_target_deletes_terminal_jobs_but_never_a_live_
 
 /// The distinctive panic value of the panic test: it must appear nowhere.
 pub const PANIC_VALUE: &str = "panic-value-5d1e9b-never-stored-or-logged";
+
+/// A [`Clock`] that panics, with [`PANIC_VALUE`], once `on` is set.
+struct PanickingClock {
+    on: AtomicBool,
+}
+
+impl Clock for PanickingClock {
+    fn now_unix(&self) -> i64 {
+        if self.on.load(Ordering::SeqCst) {
+            std::panic::panic_any(PANIC_VALUE.to_owned());
+        }
+        T0
+    }
+}
+
+/// An embedder's clock that panics ends no worker and fails no call: the runner logs it at
+/// warn (without the panic's value) and takes the system's time instead. A runner started on
+/// it, a job submitted, run to `done` and touched, then a second job, all while it panics at
+/// every read: both jobs end `done`, their leases are the system's time, not the clock's `T0`.
+pub async fn a_panicking_clock_is_logged_and_the_system_clock_answers(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let logs = LogCapture::start();
+    let clock = Arc::new(PanickingClock {
+        on: AtomicBool::new(true),
+    });
+    let cfg = Config {
+        clock: clock.clone(),
+        ..config()
+    };
+    let runner = Runner::start(store.clone(), Probe::new(), cfg).await?;
+    let before = rota::SystemClock.now_unix();
+    let mut ids = Vec::new();
+    for (who, job) in [("alice", "a"), ("bob", "b")] {
+        let s = runner
+            .submit(caller(who), CallerClass::Fleet, targets(job, 2))
+            .await?;
+        let v = until_status(&runner, &s.id, "is terminal", |v| {
+            v.job.status.is_terminal()
+        })
+        .await?;
+        assert_eq!(v.job.status, JobStatus::Done, "job {job} ends done");
+        runner.touch(&s.id).await;
+        ids.push(s.id);
+    }
+    let after = rota::SystemClock.now_unix();
+    for id in &ids {
+        let Some(row) = store.job(id).await? else {
+            panic!("job {id} is stored");
+        };
+        assert!(
+            (before..=after).contains(&row.lease) && (before..=after).contains(&row.created_at),
+            "the system's time, {before}..={after}, not the clock's: {row:?}"
+        );
+    }
+    clock.on.store(false, Ordering::SeqCst);
+    within("close", runner.close()).await?;
+    let text = logs.buf.text();
+    assert!(
+        text.contains("the clock panicked"),
+        "the panic is logged: {text}"
+    );
+    assert!(!text.contains(PANIC_VALUE), "its value is not");
+    Ok(())
+}
 
 /// A panicking fetch is stored as `failed` with the error `internal error` and no hint; the
 /// job and the runner go on; the panic's value is in neither the store nor the logs.
