@@ -557,13 +557,13 @@ impl Runner {
         let inner = &self.inner;
         let mut rx = inner.closed.subscribe();
         let in_worker = inner.in_worker();
-        if !inner.closing.swap(true, Ordering::SeqCst) {
+        // Begun here, before anything else runs: no target starts after this line, even on
+        // this thread (a fetch calling close may return without yielding). A close that finds
+        // one begun finds the machine closed and the token cancelled too.
+        if let Some(ended) = inner.begin_close() {
             // Closes' waiters are told even if the task below is dropped before it ends, or
             // before it first runs (its runtime shutting down).
             let told = ToldClosed(inner.closed.clone());
-            // Begun here, before anything else runs: no target starts after this line, even
-            // on this thread (a fetch calling close may return without yielding).
-            let ended = inner.begin_close();
             // The rest runs in a task of its own, so that a caller dropping its close does not
             // stop it.
             let closing = inner.rt.spawn(inner.clone().close_now(ended, told));
@@ -800,17 +800,26 @@ impl Inner {
 
     /// The start of a close: closes the machine (nothing starts any more; the jobs it ended
     /// are returned, for [`close_now`](Inner::close_now) to fail in the store), cancels the
-    /// fetch token and wakes the idle workers, which then stop.
-    fn begin_close(&self) -> Vec<Terminal> {
+    /// fetch token and wakes the idle workers, which then stop. `None` if a close had begun:
+    /// the machine is closed and the token cancelled all the same when this returns.
+    fn begin_close(&self) -> Option<Vec<Terminal>> {
         let ended = {
             let mut st = self.lock();
+            // Marked under the lock that closes the machine, so that a close that finds the
+            // mark finds the machine closed.
+            if self.closing.swap(true, Ordering::SeqCst) {
+                drop(st);
+                // The first close may not have cancelled it yet.
+                self.cancel.cancel();
+                return None;
+            }
             let ended = st.machine.close(self.mono());
             self.drain(&mut st);
             ended
         };
         self.cancel.cancel();
         self.wake.notify_waiters();
-        ended
+        Some(ended)
     }
 
     /// The rest of a close after [`begin_close`](Inner::begin_close), which ended the jobs

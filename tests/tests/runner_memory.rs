@@ -189,3 +189,153 @@ async fn an_admit_whose_future_panics_when_dropped_after_its_answer_still_runs_t
     assert_eq!(r.terminal(&a).await?.job.status, rota::JobStatus::Done);
     r.close().await
 }
+
+/// A close from inside a fetch that finds a close begun elsewhere returns only once that close
+/// has closed the machine and cancelled the fetch token: so the fetch, returning at once, lets
+/// the worker start nothing more. Here the close from outside is held up before it can close
+/// the machine (the runner's state lock is held by a submit whose `Created` hook blocks) when
+/// the fetch calls close; the hook is let go a little later.
+#[test]
+fn a_close_inside_a_fetch_that_finds_a_close_begun_returns_with_the_token_cancelled()
+-> rota_tests::runner::TestResult {
+    use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+    use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+    use std::time::{Duration, Instant};
+
+    use rota::{
+        Caller, CallerClass, CancellationToken, Config, FetchError, Hooks, JobOutcome, Runner,
+        Target, TargetResult,
+    };
+    use rota_tests::runner::{caller, config, content_of, targets, url};
+
+    /// Blocks the first `job(Created)` after it is armed (the runner calls it under its state
+    /// lock) until released.
+    #[derive(Default)]
+    struct Gate {
+        armed: AtomicBool,
+        holding: AtomicBool,
+        released: Mutex<bool>,
+        cv: Condvar,
+    }
+    impl Hooks for Gate {
+        fn job(&self, outcome: JobOutcome) {
+            if outcome == JobOutcome::Created && self.armed.swap(false, Ordering::SeqCst) {
+                self.holding.store(true, Ordering::SeqCst);
+                let mut released = lock(&self.released);
+                while !*released {
+                    released = self
+                        .cv
+                        .wait(released)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+            }
+        }
+    }
+    fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+    fn wait_until(what: &str, cond: impl Fn() -> bool) {
+        let t0 = Instant::now();
+        while !cond() {
+            assert!(
+                t0.elapsed() < rota_tests::runner::WAIT,
+                "timed out waiting until {what}"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    fn on_a_thread_of_its_own(
+        f: impl Future<Output = ()> + Send + 'static,
+    ) -> std::thread::JoinHandle<()> {
+        std::thread::spawn(move || {
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt.block_on(f),
+                Err(e) => panic!("a runtime for the thread: {e}"),
+            }
+        })
+    }
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let handle: Arc<OnceLock<Runner>> = Arc::new(OnceLock::new());
+    let fetched = Arc::new(Mutex::new(Vec::<String>::new()));
+    let go = Arc::new(AtomicBool::new(false));
+    // 0: the fetch's close has not returned; 1: it returned with the token cancelled; 2: not.
+    let seen = Arc::new(AtomicU8::new(0));
+    let fetch = {
+        let (handle, fetched, go, seen) =
+            (handle.clone(), fetched.clone(), go.clone(), seen.clone());
+        move |_: Arc<Caller>, t: Target, cancel: CancellationToken| {
+            lock(&fetched).push(t.url.clone());
+            let (handle, go, seen) = (handle.clone(), go.clone(), seen.clone());
+            async move {
+                if seen.load(Ordering::SeqCst) == 0 {
+                    while !go.load(Ordering::SeqCst) {
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                    }
+                    if let Some(runner) = handle.get() {
+                        runner.close().await;
+                    }
+                    seen.store(if cancel.is_cancelled() { 1 } else { 2 }, Ordering::SeqCst);
+                }
+                Ok::<TargetResult, FetchError>(content_of(&t.url))
+            }
+        }
+    };
+    let gate = Arc::new(Gate::default());
+    let cfg = Config {
+        hooks: gate.clone(),
+        ..config()
+    };
+    let runner = rt.block_on(Runner::start(Arc::new(MemoryStore::new()), fetch, cfg))?;
+    assert!(handle.set(runner.clone()).is_ok(), "the handle is set once");
+    rt.block_on(runner.submit(caller("alice"), CallerClass::Fleet, targets("a", 3)))?;
+    wait_until("a0 is in its fetch", || !lock(&fetched).is_empty());
+    // A submit whose Created hook holds the state lock.
+    gate.armed.store(true, Ordering::SeqCst);
+    let submitting = {
+        let runner = runner.clone();
+        on_a_thread_of_its_own(async move {
+            let _ = runner
+                .submit(caller("bob"), CallerClass::Fleet, targets("b", 1))
+                .await;
+        })
+    };
+    wait_until("the hook holds the state lock", || {
+        gate.holding.load(Ordering::SeqCst)
+    });
+    // A close from outside: it waits for the state lock to close the machine.
+    let closing = {
+        let runner = runner.clone();
+        on_a_thread_of_its_own(async move { runner.close().await })
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    // The fetch calls close now; a little later the hook lets go.
+    go.store(true, Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(100));
+    *lock(&gate.released) = true;
+    gate.cv.notify_all();
+    wait_until("the close inside the fetch returned", || {
+        seen.load(Ordering::SeqCst) != 0
+    });
+    submitting
+        .join()
+        .map_err(|_| "the submit's thread panicked")?;
+    closing.join().map_err(|_| "the close's thread panicked")?;
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        1,
+        "close returned inside the fetch with the fetch token not cancelled"
+    );
+    assert_eq!(
+        *lock(&fetched),
+        [url("a", 0)],
+        "nothing starts after the close"
+    );
+    Ok(())
+}
