@@ -26,7 +26,8 @@ impl Clock for SystemClock {
 }
 
 /// Metrics hooks. Every method has an empty default body; they are called synchronously from
-/// the runner, so they must be quick and must not block.
+/// the runner, some under its state lock, so they must be quick, must not block, and must not
+/// call the runner (a submit, cancel or close made from a hook waits for that lock).
 pub trait Hooks: Send + Sync + 'static {
     /// A job was created, reused, or reached a terminal outcome (once per job).
     fn job(&self, outcome: JobOutcome) {

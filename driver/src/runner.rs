@@ -63,8 +63,9 @@ pub struct Submitted {
 /// dropped keeps its answer. The runner goes on using the store. The panic's value is never
 /// logged or stored.
 ///
-/// **A clock that panics** (`Config::clock`) is logged at warn, without its value, and the
-/// system's time is used for that read: no worker ends and no call fails for it.
+/// **A clock that panics** (`Config::clock`) is logged (at warn the first time, then at debug),
+/// without its value (the process's panic hook still prints it), and the system's time is used
+/// for that read: no worker ends and no call fails for it.
 ///
 /// The runner's workers are tokio tasks: [`start`](Runner::start) needs a tokio runtime with
 /// timers.
@@ -100,6 +101,8 @@ struct Inner {
     idle: AtomicUsize,
     cancel: CancellationToken,
     closing: AtomicBool,
+    /// The clock has panicked: later panics are logged at debug (see [`unix_now`]).
+    clock_warned: AtomicBool,
     closed: Arc<watch::Sender<bool>>,
     workers: Mutex<Vec<JoinHandle<()>>>,
     /// Terminal statuses whose store write failed (an error, not a refusal): written again
@@ -192,11 +195,16 @@ impl Drop for Awaiting<'_> {
 }
 
 /// Now in unix seconds, by `clock`. A clock that panics is the embedder's bug, not a reason to
-/// end a worker (or fail a call): the panic is caught, logged at warn without its value, and
-/// the system clock answers instead.
-fn unix_now(clock: &dyn Clock) -> i64 {
+/// end a worker (or fail a call): the panic is caught and the system clock answers instead.
+/// The first panic of a runner's clock (start's read included) is logged at warn, later ones at
+/// debug (`warned`), all without the panic's value (the process's panic hook still prints it).
+fn unix_now(clock: &dyn Clock, warned: &AtomicBool) -> i64 {
     catching(|| clock.now_unix()).unwrap_or_else(|Panicked| {
-        warn!("the clock panicked: the system clock answers instead");
+        if warned.swap(true, Ordering::Relaxed) {
+            debug!("the clock panicked: the system clock answers instead");
+        } else {
+            warn!("the clock panicked: the system clock answers instead (later panics of it are logged at debug)");
+        }
         SystemClock.now_unix()
     })
 }
@@ -308,8 +316,9 @@ impl Runner {
                 ),
             ));
         }
+        let clock_warned = AtomicBool::new(false);
         let recovered = Guarded(&*store)
-            .recover(ERR_INTERRUPTED, unix_now(&*cfg.clock))
+            .recover(ERR_INTERRUPTED, unix_now(&*cfg.clock, &clock_warned))
             .await?;
         if recovered > 0 {
             info!(jobs = recovered, "failed the jobs left live as interrupted");
@@ -337,6 +346,7 @@ impl Runner {
             idle: AtomicUsize::new(0),
             cancel: CancellationToken::new(),
             closing: AtomicBool::new(false),
+            clock_warned,
             closed: Arc::new(watch::Sender::new(false)),
             workers: Mutex::new(Vec::new()),
             unsettled: Mutex::new(Vec::new()),
@@ -941,7 +951,7 @@ impl Inner {
 
     /// Now in unix seconds, by the embedder's clock (see [`unix_now`]).
     fn now_unix(&self) -> i64 {
-        unix_now(&*self.cfg.clock)
+        unix_now(&*self.cfg.clock, &self.clock_warned)
     }
 
     /// Monotonic time since the runner started: the machine's clock.

@@ -79,7 +79,8 @@ pub const TESTS: &[&str] = crate::runner_tests!(@list [names]);
 /// closure or fn (no arguments) returning a future of `(Arc<S>, G)` where `S: BatchStore`, or,
 /// after the word `sync`, returning `(Arc<S>, G)` directly. `G` is a guard kept alive until the
 /// test ends (a temp dir, say; `()` for none). Tests that need real parallelism run on a
-/// two-thread runtime; tests that capture logs run on a current-thread runtime.
+/// two-thread runtime; tests that capture logs, or that need one thread's scheduling, run on a
+/// current-thread runtime.
 #[macro_export]
 macro_rules! runner_tests {
     (@list [$($mode:tt)*]) => {
@@ -177,7 +178,7 @@ macro_rules! runner_tests {
             }
         )*
         $(
-            #[doc = concat!("Runner (captures logs): [`rota_tests::runner::", stringify!($c), "`].")]
+            #[doc = concat!("Runner (current-thread runtime): [`rota_tests::runner::", stringify!($c), "`].")]
             #[tokio::test(flavor = "current_thread")]
             async fn $c() -> $crate::runner::TestResult {
                 let (store, _guard) = $make;
@@ -3549,8 +3550,9 @@ impl Clock for PanickingClock {
     }
 }
 
-/// An embedder's clock that panics ends no worker and fails no call: the runner logs it at
-/// warn (without the panic's value) and takes the system's time instead. A runner started on
+/// An embedder's clock that panics ends no worker and fails no call: the runner logs it (at
+/// warn the first time, then at debug; never the panic's value) and takes the system's time
+/// instead. A runner started on
 /// it, a job submitted, run to `done` and touched, then a second job, all while it panics at
 /// every read: both jobs end `done`, their leases are the system's time, not the clock's `T0`.
 pub async fn a_panicking_clock_is_logged_and_the_system_clock_answers(
@@ -3596,6 +3598,14 @@ pub async fn a_panicking_clock_is_logged_and_the_system_clock_answers(
         text.contains("the clock panicked"),
         "the panic is logged: {text}"
     );
+    // At warn once (start's read), then at debug.
+    let lines = |level: &str| {
+        text.lines()
+            .filter(|l| l.contains(level) && l.contains("the clock panicked"))
+            .count()
+    };
+    assert_eq!(lines("WARN"), 1, "{text}");
+    assert!(lines("DEBUG") >= 4, "{text}");
     assert!(!text.contains(PANIC_VALUE), "its value is not");
     Ok(())
 }
