@@ -607,13 +607,18 @@ impl Runner {
 /// One worker: takes the next target the machine dispatches, runs it, and sleeps while nothing
 /// is due.
 async fn worker(inner: Arc<Inner>, n: usize) {
-    let mut next = inner.next_work();
+    // The token this worker's fetches get clones of: a child of the runner's, so cancelled
+    // with it, but this worker's own. A token's clone, drop and look each take its lock: on
+    // one token shared by the workers, each of them would take the lock's line from the other
+    // core several times a target.
+    let cancel = inner.cancel.child_token();
+    let mut next = inner.next_work(&cancel);
     loop {
         // The fast path: take work without arming a wake-up (a stored target hands over the
         // next one, dispatched under the same lock).
         match next {
             Next::Work(w) => {
-                next = inner.run_target(w).await;
+                next = inner.run_target(w, &cancel).await;
                 continue;
             }
             Next::Stop => break,
@@ -627,19 +632,19 @@ async fn worker(inner: Arc<Inner>, n: usize) {
         tokio::pin!(notified);
         notified.as_mut().enable();
         inner.idle.fetch_add(1, Ordering::SeqCst);
-        next = inner.next_work();
+        next = inner.next_work(&cancel);
         if let Next::Idle(timeout) = next {
             // A retry time too far to represent is never.
             let deadline = timeout.and_then(|t| inner.epoch.checked_add(t));
             tokio::select! {
                 () = &mut notified => {}
                 () = sleep_until(deadline) => {}
-                () = inner.cancel.cancelled() => {}
+                () = cancel.cancelled() => {}
             }
         }
         inner.idle.fetch_sub(1, Ordering::SeqCst);
         if let Next::Idle(_) = next {
-            next = inner.next_work();
+            next = inner.next_work(&cancel);
         }
     }
     debug!(worker = n, "worker stopped");
@@ -916,15 +921,16 @@ impl Inner {
         Guarded(&*self.store)
     }
 
-    /// Asks the machine for the next target to fetch.
-    fn next_work(&self) -> Next {
+    /// Asks the machine for the next target to fetch, for the worker whose token is `cancel`.
+    fn next_work(&self, cancel: &CancellationToken) -> Next {
         let mut st = self.lock();
-        self.dispatch(&mut st, self.mono())
+        self.dispatch(&mut st, self.mono(), cancel)
     }
 
-    /// The next target to fetch, dispatched at `at` (under the state lock).
-    fn dispatch(&self, st: &mut State, at: Duration) -> Next {
-        if st.machine.is_closed() || self.cancel.is_cancelled() {
+    /// The next target to fetch, dispatched at `at` (under the state lock), for the worker
+    /// whose token is `cancel` (a child of the runner's: cancelled with it).
+    fn dispatch(&self, st: &mut State, at: Duration, cancel: &CancellationToken) -> Next {
+        if st.machine.is_closed() || cancel.is_cancelled() {
             return Next::Stop;
         }
         match st.machine.poll_dispatch(at) {
@@ -1052,9 +1058,9 @@ impl Inner {
     /// Starts, fetches and stores one dispatched target, then reports it. Returns what the
     /// worker is to do next, asked of the machine as the target is handed back (one lock, one
     /// clock read for both).
-    async fn run_target(&self, w: Work) -> Next {
+    async fn run_target(&self, w: Work, cancel: &CancellationToken) -> Next {
         let Work { d, caller, at } = w;
-        let fetched = self.fetch_one(&d, caller).await;
+        let fetched = self.fetch_one(&d, caller, cancel).await;
 
         let (completion, elapsed) = {
             let mut st = self.lock();
@@ -1069,7 +1075,7 @@ impl Inner {
             Ok(c) => c,
             Err(e) => {
                 warn!(job = %d.id, idx = d.idx, error = %e, "machine refused an outcome");
-                return self.next_work();
+                return self.next_work(cancel);
             }
         };
         let write = match store {
@@ -1155,7 +1161,7 @@ impl Inner {
                 st.lost.remove(&d.key);
             }
             self.drain(&mut st);
-            (r, self.dispatch(&mut st, now))
+            (r, self.dispatch(&mut st, now, cancel))
         };
         match closed {
             Ok(Some(t)) => {
@@ -1172,8 +1178,14 @@ impl Inner {
         next
     }
 
-    /// Marks the target running and fetches it, catching a panic.
-    async fn fetch_one(&self, d: &Dispatch, caller: Option<Arc<Caller>>) -> Fetched {
+    /// Marks the target running and fetches it, catching a panic; the fetch gets a clone of
+    /// `cancel`, its worker's token.
+    async fn fetch_one(
+        &self,
+        d: &Dispatch,
+        caller: Option<Arc<Caller>>,
+        cancel: &CancellationToken,
+    ) -> Fetched {
         let now = self.now_unix();
         let row = match self.store().start_target(&d.id, d.idx, now).await {
             Ok(Some(row)) => row,
@@ -1206,7 +1218,7 @@ impl Inner {
         };
         // A panic is caught both where the fetch makes its future (a `Fetch` written by hand
         // may do work there) and while it is polled.
-        let fut = catching(|| self.fetch.fetch(caller, target, self.cancel.clone()));
+        let fut = catching(|| self.fetch.fetch(caller, target, cancel.clone()));
         let res = match fut {
             Ok(fut) => CatchUnwind::new(fut).await,
             Err(Panicked) => Err(Panicked),
