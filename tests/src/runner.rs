@@ -140,6 +140,7 @@ macro_rules! runner_tests {
                 close_is_idempotent_and_refuses_later_submits,
                 a_close_called_from_inside_a_fetch_returns_and_the_close_ends,
                 a_close_from_inside_a_fetch_that_returns_at_once_starts_nothing_more,
+                dropping_every_handle_stops_the_workers_after_their_inflight_targets,
                 start_fails_leftover_live_jobs_as_interrupted_and_frees_their_caps,
                 sweep_after_a_submit_deletes_expired_jobs_but_never_a_live_one,
                 evict_after_a_stored_target_deletes_terminal_jobs_but_never_a_live_one,
@@ -3198,6 +3199,90 @@ pub async fn close_leaves_cancelled_jobs_cancelled_and_a_busy_inflight_target_pe
         h.depth(),
         h.inflight()
     );
+    Ok(())
+}
+
+/// Dropping every handle of a runner without `close` cancels the fetch token (each worker's)
+/// and stops the workers once their in-flight targets are stored: nothing more starts, and the
+/// jobs still live stay live in the store, for the next start to fail as `interrupted`.
+pub async fn dropping_every_handle_stops_the_workers_after_their_inflight_targets(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let cfg = Config {
+        workers: 2,
+        ..config()
+    };
+    let r = rig(store, Probe::new(), cfg).await?;
+    r.probe.hold(&url("a", 0));
+    r.probe.hold(&url("b", 0));
+    let a = r.submit("alice", "a", 2).await?;
+    let b = r.submit("bob", "b", 2).await?;
+    r.started(&url("a", 0), 1).await?;
+    r.started(&url("b", 0), 1).await?;
+    let Rig {
+        runner,
+        store,
+        probe,
+        ..
+    } = r;
+    let other = runner.clone();
+    drop(runner);
+    let calls = probe.calls();
+    assert!(
+        calls.iter().all(|c| !c.cancel.is_cancelled()),
+        "a handle is left: the runner runs on"
+    );
+    drop(other);
+    until(
+        "dropping the last handle cancels every fetch's token",
+        || calls.iter().all(|c| c.cancel.is_cancelled()),
+    )
+    .await?;
+    probe.release_all();
+    let deadline = Instant::now() + WAIT;
+    let mut seen = Vec::new();
+    loop {
+        seen.clear();
+        for id in [&a, &b] {
+            let Some((job, targets)) = store.view(id).await? else {
+                return Err(failure(format!("job {id} should be stored")));
+            };
+            seen.push((
+                job.status,
+                targets.iter().map(|t| t.status).collect::<Vec<_>>(),
+            ));
+        }
+        if seen
+            .iter()
+            .all(|(_, t)| t.first() == Some(&TargetState::Done))
+        {
+            break;
+        }
+        if Instant::now() >= deadline {
+            return Err(failure(format!(
+                "timed out waiting until both in-flight outcomes are stored; last seen: {seen:?}"
+            )));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    // A worker asks for its next target under the lock it stores one under, and stops there;
+    // give a worker that went on the time to show itself.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        probe.calls().len(),
+        2,
+        "a target started after the last handle was dropped"
+    );
+    for id in [&a, &b] {
+        let Some((job, targets)) = store.view(id).await? else {
+            return Err(failure(format!("job {id} should be stored")));
+        };
+        assert_eq!(job.status, JobStatus::Running, "a live job stays live");
+        assert_eq!(
+            targets.iter().map(|t| t.status).collect::<Vec<_>>(),
+            [TargetState::Done, TargetState::Pending]
+        );
+    }
     Ok(())
 }
 
