@@ -42,9 +42,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rota::{
     Admission, Caller, CallerClass, CancellationToken, Caps, Clock, Config, Fetch, FetchError,
-    Hooks, JobOutcome, JobRow, JobStatus, JobView, NewJob, Options, Runner, StoreError,
-    SubmitError, Submitted, Target, TargetError, TargetResult, TargetRow, TargetState, TargetWrite,
-    idem_key,
+    Hooks, JobOutcome, JobRow, JobStatus, JobView, MAX_META_DEPTH, NewJob, Options, Runner,
+    StoreError, SubmitError, Submitted, Target, TargetError, TargetResult, TargetRow, TargetState,
+    TargetWrite, idem_key,
 };
 use tokio::sync::{Barrier, Semaphore};
 use tokio::time::Instant;
@@ -111,6 +111,7 @@ macro_rules! runner_tests {
                 a_busy_target_does_not_hold_up_other_jobs,
                 a_target_busy_for_longer_than_retry_for_fails_with_the_busy_text,
                 a_result_with_meta_round_trips_through_status,
+                a_result_whose_meta_nests_too_deep_is_stored_as_an_internal_error,
                 a_target_error_keeps_msg_and_hint_and_other_keeps_its_text,
                 the_terminal_status_is_done_failed_or_partial,
                 every_hook_reports_with_the_right_counts,
@@ -2052,6 +2053,86 @@ pub async fn a_result_with_meta_round_trips_through_status(
     );
     r.settled().await?;
     assert_eq!(r.hooks.targets(), [(None, json_len(&result))]);
+    r.close().await
+}
+
+/// A result with `meta` field `x` an array nested `depth` levels deep (`[[…]]`, the innermost
+/// empty), read from its JSON.
+fn nested_meta(depth: usize) -> Res<TargetResult> {
+    let json = format!(
+        r#"{{"content":"nested {depth}","meta":{{"x":{}{}}}}}"#,
+        "[".repeat(depth),
+        "]".repeat(depth)
+    );
+    Ok(TargetResult::from_json(&json)?)
+}
+
+/// A result whose `meta` nests deeper than [`MAX_META_DEPTH`] (122) levels, which could not be
+/// read back inside a job's view, is stored `failed` with the error `internal error: meta field
+/// "x" nests deeper than 122 levels`, no hint and no result (the hooks get that error and 0
+/// bytes), and the job goes on; a result exactly 122 levels deep is stored `done` and reads
+/// back whole.
+pub async fn a_result_whose_meta_nests_too_deep_is_stored_as_an_internal_error(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let ok = nested_meta(MAX_META_DEPTH)?;
+    let deep = nested_meta(MAX_META_DEPTH + 1)?;
+    let (ok2, deep2) = (ok.clone(), deep.clone());
+    let probe = Probe::scripted(move |url, _| match url.rsplit('/').next() {
+        Some("0") => Act::Ok(ok2.clone()),
+        Some("1") => Act::Ok(deep2.clone()),
+        _ => Act::Ok(content_of(url)),
+    });
+    let r = rig(store, probe, config()).await?;
+    let a = r.submit("alice", "a", 3).await?;
+    let v = r.terminal(&a).await?;
+    let want_error = "internal error: meta field \"x\" nests deeper than 122 levels";
+    // The results by their content (the nested meta is long to print), then compared whole.
+    let got: Vec<(TargetState, &str, &str, Option<&str>)> = v
+        .targets
+        .iter()
+        .map(|t| {
+            (
+                t.status,
+                t.error.as_str(),
+                t.hint.as_str(),
+                t.result.as_ref().map(|r| r.content.as_str()),
+            )
+        })
+        .collect();
+    let c2 = content_of(&url("a", 2));
+    assert_eq!(
+        got,
+        [
+            (TargetState::Done, "", "", Some("nested 122")),
+            (TargetState::Failed, want_error, "", None),
+            (TargetState::Done, "", "", Some(c2.content.as_str())),
+        ],
+        "122 levels are stored; 123 are an internal error, and the job goes on"
+    );
+    assert!(
+        v.targets.first().and_then(|t| t.result.as_ref()) == Some(&ok),
+        "the result 122 levels deep reads back whole"
+    );
+    assert_eq!(
+        (v.job.status, v.job.error.as_str(), v.job.targets_done),
+        (JobStatus::Partial, "", 3)
+    );
+    let rows = r.store.targets(&a).await?;
+    assert_eq!(
+        rows.get(1).map(|t| t.result.is_none()),
+        Some(true),
+        "nothing of the deep result is stored"
+    );
+    r.settled().await?;
+    assert_eq!(
+        r.hooks.targets(),
+        [
+            (None, json_len(&ok)),
+            (Some(FetchError::Other(want_error.into())), 0),
+            (None, json_len(&c2)),
+        ]
+    );
     r.close().await
 }
 
