@@ -106,6 +106,7 @@ macro_rules! runner_tests {
                 a_job_is_queued_until_reached_and_running_from_its_first_target,
                 each_job_is_serial_while_two_workers_run_two_jobs_at_once,
                 workers_clamp_to_two,
+                a_runner_whose_config_fields_are_zero_runs_on_the_defaults,
                 a_busy_target_goes_back_to_pending_and_is_retried,
                 a_busy_target_is_tried_again_no_sooner_than_retry_wait,
                 a_busy_target_does_not_hold_up_other_jobs,
@@ -1877,6 +1878,97 @@ pub async fn workers_clamp_to_two(store: Arc<dyn BatchStore>) -> TestResult {
         "at most (and at times exactly) 2 in flight"
     );
     assert_eq!(r.hooks.inflight().iter().max(), Some(&2));
+    r.close().await
+}
+
+/// A zero `Config` field means its default: a runner started with every number and duration
+/// zero takes jobs of up to 32 targets, 1 live job per caller and 8 in all, runs 1 worker,
+/// evicts nothing under a 64 MiB budget, reuses a job for 24 h and tries a busy target again
+/// no sooner than 2 s later.
+pub async fn a_runner_whose_config_fields_are_zero_runs_on_the_defaults(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let probe = Probe::scripted(|url, attempt| {
+        if url.starts_with("https://busy.") && attempt == 0 {
+            Act::Fail(FetchError::RetryLater("busy".into()))
+        } else {
+            Act::Ok(content_of(url))
+        }
+    });
+    let cfg = Config {
+        ttl: Duration::ZERO,
+        targets_per_job: 0,
+        jobs_per_caller: 0,
+        jobs_total: 0,
+        workers: 0,
+        max_bytes: 0,
+        retry_wait: Duration::ZERO,
+        retry_for: Duration::ZERO,
+        ..Config::default()
+    };
+    let r = rig(store, probe, cfg).await?;
+
+    // targets_per_job: 32.
+    let got = r.submit_targets("alice", targets("a", 33)).await;
+    assert_eq!(got, Err(SubmitError::TooManyTargets { max: 32, got: 33 }));
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 32).await?;
+    // workers: 1 (there is a worker at all).
+    r.started(&url("a", 0), 1).await?;
+    // jobs_per_caller: 1.
+    let got = r.submit_targets("alice", targets("a2", 1)).await;
+    assert_eq!(got, Err(SubmitError::CallerBusy), "alice's second live job");
+    // jobs_total: 8.
+    let mut ids = vec![a.clone()];
+    for n in 1..8 {
+        // Held too, so that they stay live whatever runs them.
+        let job = format!("j{n}");
+        r.probe.hold(&url(&job, 0));
+        ids.push(r.submit(&format!("caller{n}"), &job, 1).await?);
+    }
+    let got = r.submit_targets("caller8", targets("j8", 1)).await;
+    assert_eq!(got, Err(SubmitError::Busy), "a ninth live job");
+    // workers: 1, not more: with a0 held and seven jobs waiting, nothing else starts (a wrong
+    // second worker gets the time to show itself).
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(r.probe.started(), [url("a", 0)], "one worker only");
+    r.probe.release_all();
+    for id in &ids {
+        assert_eq!(r.terminal(id).await?.job.status, JobStatus::Done);
+    }
+    r.settled().await?;
+    assert_eq!(r.probe.max_inflight(), 1, "one worker only");
+    // max_bytes: 64 MiB, so every done job is still stored after the last stored target.
+    for id in &ids {
+        assert!(
+            r.runner.status(id).await?.is_some(),
+            "job {id} was evicted under a zero (so 64 MiB) budget"
+        );
+    }
+    // ttl: 24 h, so a day less a second later alice's job is still reused.
+    r.clock.set(T0 + 86_399);
+    let got = r.submit_targets("alice", targets("a", 32)).await?;
+    assert_eq!(got, reused(a.clone()), "reused within 24 h");
+    // retry_wait: 2 s.
+    let b = r.submit("dora", "busy", 1).await?;
+    let b0 = url("busy", 0);
+    r.terminal(&b).await?;
+    let calls: Vec<Call> = r
+        .probe
+        .calls()
+        .into_iter()
+        .filter(|c| c.url == b0)
+        .collect();
+    let (first, retry) = match calls.as_slice() {
+        [first, retry] => (first, retry),
+        _ => return Err(failure(format!("busy/0 fetched {} times", calls.len()))),
+    };
+    let ended = first.ended.ok_or("the busy answer has no end")?;
+    let waited = retry.started.saturating_duration_since(ended);
+    assert!(
+        waited >= Duration::from_secs(2),
+        "tried again after {waited:?}, under the default retry_wait of 2 s"
+    );
     r.close().await
 }
 
