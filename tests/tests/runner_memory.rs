@@ -27,6 +27,33 @@ fn start_refuses_a_runtime_without_timers() -> rota_tests::runner::TestResult {
     Ok(())
 }
 
+/// `Runner::start` outside any tokio runtime (here polled by hand on the test's own thread)
+/// answers at once with an error, rather than panicking or never answering: its workers are
+/// tokio tasks.
+#[test]
+fn start_outside_a_tokio_runtime_is_an_error() -> rota_tests::runner::TestResult {
+    use std::task::{Context, Poll, Waker};
+
+    use rota::{Config, Runner};
+    use rota_tests::runner::Probe;
+
+    let start = Runner::start(
+        Arc::new(MemoryStore::new()),
+        Probe::new(),
+        Config::default(),
+    );
+    let mut start = std::pin::pin!(start);
+    let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        start.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+    }));
+    match got {
+        Ok(Poll::Ready(Err(_))) => Ok(()),
+        Ok(Poll::Ready(Ok(_))) => Err("a runner started outside a tokio runtime".into()),
+        Ok(Poll::Pending) => Err("start outside a runtime did not answer at once".into()),
+        Err(_) => Err("start outside a runtime panicked".into()),
+    }
+}
+
 /// A submit made from a task on the runtime lets the idle worker it woke start at once, while
 /// the task goes on without yielding (as a loop of submits does: the bundled stores answer in
 /// one poll). Tokio runs a task woken from one of its threads on that thread, behind the task
