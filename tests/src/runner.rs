@@ -147,6 +147,7 @@ macro_rules! runner_tests {
                 sweep_after_a_submit_deletes_expired_jobs_but_never_a_live_one,
                 evict_after_a_stored_target_deletes_terminal_jobs_but_never_a_live_one,
                 a_store_failing_after_a_countdown_loses_no_accepted_outcome,
+                a_cancel_whose_status_write_fails_is_written_again_at_close,
             ]
             ct[
                 a_panic_is_stored_as_internal_error_and_its_value_is_never_kept,
@@ -4183,6 +4184,78 @@ pub async fn a_cancel_whose_status_write_fails_is_written_again_and_frees_the_ca
         "a's status was not written again"
     );
     Ok(())
+}
+
+/// A cancel whose status write fails is written again at close, when no submit and no stored
+/// target came to write it before: a job cancelled while its busy target waits for its retry
+/// (an hour away, so the worker is idle and nothing else writes) is left `running` in the
+/// store by the failed write, and `cancelled` there, its target still `pending`, once close
+/// returns. A write that still fails at close does not hold close up; it is left to the next
+/// start, which fails the job `interrupted`.
+pub async fn a_cancel_whose_status_write_fails_is_written_again_at_close(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let (f, dyn_store) = faulty(store);
+    let probe = Probe::scripted(|url, attempt| {
+        if attempt == 0 {
+            Act::Fail(FetchError::RetryLater("busy".into()))
+        } else {
+            Act::Ok(content_of(url))
+        }
+    });
+    // A retry pause no test outlasts: the busy target waits, and the worker is idle.
+    let cfg = Config {
+        retry_wait: Duration::from_secs(3_600),
+        ..config()
+    };
+    let waiting =
+        |v: &JobView| v.job.status == JobStatus::Running && states(v) == [TargetState::Pending];
+
+    let r = rig(dyn_store.clone(), probe.clone(), cfg.clone()).await?;
+    let a = r.submit("alice", "a", 1).await?;
+    r.started(&url("a", 0), 1).await?;
+    until_status(&r.runner, &a, "has a0 back to pending, busy", waiting).await?;
+    f.fail(Op::SetStatus);
+    assert!(r.runner.cancel(&a).await, "a was live");
+    let left = f.inner().job(&a).await?.map(|j| j.status);
+    assert_eq!(
+        left,
+        Some(JobStatus::Running),
+        "the failed write left a live"
+    );
+    f.heal_all();
+    r.close().await?;
+    let v = r.view(&a).await?;
+    assert_eq!(
+        (v.job.status, v.job.error.as_str()),
+        (JobStatus::Cancelled, ""),
+        "a's cancelled status was not written again at close"
+    );
+    assert_eq!(states(&v), [TargetState::Pending], "a0 is left pending");
+    assert_eq!(probe.attempts(&url("a", 0)), 1, "a0 was fetched once");
+    assert_eq!(r.hooks.count(JobOutcome::Cancelled), 1);
+    assert_eq!(r.hooks.terminal(), 1, "a is reported once, cancelled");
+    assert_eq!(f.inner().live_jobs(None).await?, 0);
+
+    // Still failing at close: left live, for the next start.
+    let r = rig(dyn_store.clone(), probe.clone(), cfg.clone()).await?;
+    let b = r.submit("bob", "b", 1).await?;
+    r.started(&url("b", 0), 1).await?;
+    until_status(&r.runner, &b, "has b0 back to pending, busy", waiting).await?;
+    f.fail(Op::SetStatus);
+    assert!(r.runner.cancel(&b).await, "b was live");
+    r.close().await?;
+    let left = f.inner().job(&b).await?.map(|j| (j.status, j.error));
+    assert_eq!(left, Some((JobStatus::Running, String::new())));
+    f.heal_all();
+    let r = rig(dyn_store, probe.clone(), cfg).await?;
+    let v = r.view(&b).await?;
+    assert_eq!(
+        (v.job.status, v.job.error.as_str()),
+        (JobStatus::Failed, "interrupted")
+    );
+    assert_eq!(probe.attempts(&url("b", 0)), 1, "b0 was fetched once");
+    r.close().await
 }
 
 /// A store call that panics (a bug of the store's) is a store error to the runner, handled as
