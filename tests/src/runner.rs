@@ -163,6 +163,7 @@ macro_rules! runner_tests {
                 a_close_cut_short_by_its_runtimes_shutdown_lets_a_later_close_return,
                 a_close_from_inside_a_fetch_on_a_one_thread_runtime_starts_nothing_more,
                 a_panicking_clock_is_logged_and_the_system_clock_answers,
+                a_panicking_hook_is_logged_at_warn_without_its_value,
                 failing_sweep_and_evict_are_logged_at_warn_and_survived,
                 no_log_line_carries_a_url_host_or_caller_key,
             ]
@@ -2489,6 +2490,46 @@ pub async fn a_panicking_hook_stops_neither_the_workers_nor_the_outcomes(
         assert_eq!(v.job.targets_done, 3);
     }
     within("close", runner.close()).await?;
+    Ok(())
+}
+
+/// A hook that panics is logged at warn, without the panic's value, and the job still ends
+/// done (on one thread, where the log capture sees the workers' lines).
+pub async fn a_panicking_hook_is_logged_at_warn_without_its_value(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let logs = LogCapture::start();
+    let cfg = Config {
+        hooks: Arc::new(PanickingHooks),
+        ..config()
+    };
+    let runner = Runner::start(store, Probe::new(), cfg).await?;
+    let s = runner
+        .submit(caller("alice"), CallerClass::Fleet, targets("a", 2))
+        .await?;
+    let v = until_status(&runner, &s.id, "is terminal", |v| {
+        v.job.status.is_terminal()
+    })
+    .await?;
+    assert_eq!(v.job.status, JobStatus::Done);
+    within("close", runner.close()).await?;
+    let text = logs.buf.text();
+    assert!(
+        !logs.buf.warns_with("a metrics hook panicked").is_empty(),
+        "a panicking hook is logged at warn: {text}"
+    );
+    for value in [
+        "hook job",
+        "hook target",
+        "hook job_seconds",
+        "hook depth",
+        "hook inflight",
+    ] {
+        assert!(
+            !text.contains(value),
+            "a hook's panic value is logged: {text}"
+        );
+    }
     Ok(())
 }
 
