@@ -968,6 +968,77 @@ mod interrupt {
         assert_eq!(status.code(), Some(130), "{rest}");
         assert!(rest.contains("interrupted"), "{rest}");
     }
+
+    /// Waits until the server has had a request for `/sleep/{ms}`: the target is in flight,
+    /// so the runner has stored it `running` (it stores a target running before fetching it).
+    async fn in_flight(s: &common::Server, ms: u64) {
+        let mut waited = Duration::ZERO;
+        while s.hits(&format!("sleep/{ms}")) == 0 {
+            assert!(waited < LIMIT, "the target never reached the server");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            waited += Duration::from_millis(20);
+        }
+    }
+
+    /// `rota status ID` on the test's store, which must answer; the job read back.
+    async fn view_of(env: &Env, id: &str) -> JobView {
+        let o = env.rota(&["status", id], None).await;
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    }
+
+    /// A `rota run` killed outright (`kill -9`, no chance to cancel) leaves its job live in
+    /// the file store. `rota status` shows it as it is (it starts no runner, so it never fails
+    /// or changes a job), and the next `rota run` on that store fails it `interrupted` (jobs
+    /// never resume), with no host in its logs even at `RUST_LOG=debug`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_job_left_running_by_a_killed_run_is_failed_interrupted_by_the_next_run() {
+        let s = common::start().await;
+        let env = Env::new();
+        let f = env.file(
+            "t.json",
+            &json_array(&[s.url("/sleep/60000"), s.url("/page/b")]),
+        );
+        let (mut child, id, _err) = tokio::task::block_in_place(|| start(&env, &f));
+        in_flight(&s, 60000).await;
+        child.kill().unwrap();
+        tokio::task::block_in_place(|| child.wait().unwrap());
+
+        for _ in 0..2 {
+            let view = view_of(&env, &id).await;
+            assert_eq!(
+                view.job.status,
+                JobStatus::Running,
+                "status changed the job"
+            );
+            assert_eq!(view.job.error, "");
+            assert_eq!(view.targets[0].status, TargetState::Running);
+            assert_eq!(view.targets[1].status, TargetState::Pending);
+        }
+
+        // The next run on the store, as the same caller (whose one live job it was).
+        let g = env.file("u.json", &json_array(&[s.url("/page/c")]));
+        let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("rota");
+        cmd.current_dir(env.dir.path())
+            .env("USER", "tester")
+            .env("ROTA_STORE", env.store())
+            .env("RUST_LOG", "debug")
+            .arg("run")
+            .arg(&g)
+            .timeout(LIMIT);
+        let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap();
+        let err = stderr(&o);
+        assert_eq!(code(&o), 0, "{err}");
+        assert!(err.contains("DEBUG"), "{err}");
+        assert!(!err.contains("127.0.0.1"), "a host in the logs:\n{err}");
+        assert_ne!(job_id(&o), id);
+
+        let view = view_of(&env, &id).await;
+        assert_eq!(view.job.status, JobStatus::Failed);
+        assert_eq!(view.job.error, "interrupted");
+    }
 }
 
 /// Marks the closed redb store at `path` as schema version 2. (Only the mark: the migration of

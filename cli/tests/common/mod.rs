@@ -43,7 +43,8 @@ impl Server {
         format!("http://{}{path}", self.addr)
     }
 
-    /// How many times `key` was fetched (for `/busy/{key}/{n}` the key is `busy/{key}`).
+    /// How many times `key` was fetched (for `/busy/{key}/{n}` the key is `busy/{key}`, for
+    /// `/sleep/{ms}` it is `sleep/{ms}`, counted as the request arrives).
     pub fn hits(&self, key: &str) -> usize {
         self.hits.0.lock().unwrap().get(key).copied().unwrap_or(0)
     }
@@ -56,7 +57,8 @@ impl Server {
 /// - `/busy/{key}/{n}`: 503 for the first `n` hits on `key`, then 200 `fine {key}`;
 /// - `/always-busy`: 503; `/too-many`: 429;
 /// - `/redirect`: 302 to `/ok`; `/loop`: 302 to itself;
-/// - `/slow`: 200 after 5 s; `/sleep/{ms}`: 200 `slept {ms}ms` after that long;
+/// - `/slow`: 200 after 5 s; `/sleep/{ms}`: 200 `slept {ms}ms` after that long (its hits
+///   counted as `sleep/{ms}`);
 /// - `/big/{n}`: `n` bytes with a Content-Length; `/stream/{n}`: `n` bytes chunked, no length.
 pub async fn start() -> Server {
     let hits = Hits::default();
@@ -98,13 +100,7 @@ pub async fn start() -> Server {
                 "finally"
             }),
         )
-        .route(
-            "/sleep/{ms}",
-            get(|Path(ms): Path<u64>| async move {
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-                format!("slept {ms}ms")
-            }),
-        )
+        .route("/sleep/{ms}", get(sleep))
         .route(
             "/big/{n}",
             get(|Path(n): Path<usize>| async move { "x".repeat(n) }),
@@ -123,6 +119,12 @@ async fn busy(State(hits): State<Hits>, Path((key, n)): Path<(String, usize)>) -
     } else {
         format!("fine {key}").into_response()
     }
+}
+
+async fn sleep(State(hits): State<Hits>, Path(ms): Path<u64>) -> String {
+    hits.hit(&format!("sleep/{ms}"));
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+    format!("slept {ms}ms")
 }
 
 async fn stream(Path(n): Path<usize>) -> Response {
