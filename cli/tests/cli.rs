@@ -90,6 +90,69 @@ fn json_array(urls: &[String]) -> String {
     serde_json::to_string(urls).unwrap()
 }
 
+/// `rota status ID` on the test's store, which must answer; the job read back.
+async fn view_of(env: &Env, id: &str) -> JobView {
+    let o = env.rota(&["status", id], None).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// `rota ARGS` on the test's store with `USER` and `USERNAME` removed, then `vars` set.
+async fn rota_with(env: &Env, vars: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("rota");
+    cmd.current_dir(env.dir.path())
+        .env_remove("USER")
+        .env_remove("USERNAME")
+        .env("ROTA_STORE", env.store())
+        .env_remove("RUST_LOG")
+        .envs(vars.iter().copied())
+        .args(args)
+        .timeout(LIMIT);
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
+}
+
+/// The caller is `--caller NAME`, by default `$USER`, else `$USERNAME`, else `local`; and
+/// idempotency is per caller: the same targets from another caller are a job of its own,
+/// from the same caller (however it is named) the stored job back, fetched again never.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_caller_is_the_flag_else_user_else_username_else_local_and_reuse_is_per_caller() {
+    let s = common::start().await;
+    let env = Env::new();
+    let f = env.file("t.json", &json_array(&[s.url("/busy/caller/0")]));
+    let f = f.to_str().unwrap();
+    // Runs `rota run FILE` with `vars` and `flags`: its job id, created or reused, and caller.
+    let run = async |vars: &[(&str, &str)], flags: &[&str]| {
+        let o = rota_with(&env, vars, &[&["run", f], flags].concat()).await;
+        assert_eq!(code(&o), 0, "{vars:?} {flags:?}: {}", stderr(&o));
+        let id = job_id(&o);
+        let created = stderr(&o).contains(&format!("job {id} created"));
+        (id.clone(), created, view_of(&env, &id).await.job.caller)
+    };
+
+    let (windows, created, caller) = run(&[("USERNAME", "winuser")], &[]).await;
+    assert!(created);
+    assert_eq!(caller, "winuser", "$USERNAME without $USER");
+
+    let (local, created, caller) = run(&[], &[]).await;
+    assert!(created, "another caller's targets are not reused");
+    assert_ne!(local, windows);
+    assert_eq!(caller, "local", "neither $USER nor $USERNAME");
+
+    let (user, created, caller) = run(&[("USER", "tester"), ("USERNAME", "winuser")], &[]).await;
+    assert!(created);
+    assert_eq!(caller, "tester", "$USER before $USERNAME");
+    assert!(user != windows && user != local);
+
+    // The flag wins over $USER; the same caller and targets: the stored job back.
+    let vars = [("USER", "tester")];
+    let (again, created, caller) = run(&vars, &["--caller", "winuser"]).await;
+    assert!(!created, "the same caller's targets are reused");
+    assert_eq!((again, caller), (windows, "winuser".to_owned()));
+    assert_eq!(s.hits("busy/caller"), 3, "fetched once per caller");
+}
+
 /// `ROTA_STORE` set but empty counts as unset: the default store, in the current directory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_empty_rota_store_means_the_default_store() {
@@ -978,13 +1041,6 @@ mod interrupt {
             tokio::time::sleep(Duration::from_millis(20)).await;
             waited += Duration::from_millis(20);
         }
-    }
-
-    /// `rota status ID` on the test's store, which must answer; the job read back.
-    async fn view_of(env: &Env, id: &str) -> JobView {
-        let o = env.rota(&["status", id], None).await;
-        assert_eq!(code(&o), 0, "{}", stderr(&o));
-        serde_json::from_slice(&o.stdout).unwrap()
     }
 
     /// A `rota run` killed outright (`kill -9`, no chance to cancel) leaves its job live in
