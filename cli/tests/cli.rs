@@ -1142,6 +1142,30 @@ mod interrupt {
         assert_eq!(view.targets[0].status, TargetState::Running, "{rest}");
         assert_eq!(view.targets[1].status, TargetState::Pending, "{rest}");
     }
+
+    /// A file store has one owner at a time: while `rota run` holds it, `rota status` on it
+    /// fails with `in use by another owner` (exit 1, nothing on stdout); once the run has
+    /// ended, the same command reads the job.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn status_on_a_store_a_run_holds_fails_in_use_by_another_owner() {
+        let s = common::start().await;
+        let env = Env::new();
+        let f = env.file("t.json", &json_array(&[s.url("/sleep/60000")]));
+        let (mut child, id, _err) = tokio::task::block_in_place(|| start(&env, &f));
+        let o = env.rota(&["status", &id], None).await;
+        let err = stderr(&o);
+        assert_eq!(code(&o), 1, "{err}");
+        assert!(o.stdout.is_empty());
+        assert!(err.contains("in use by another owner"), "{err}");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before the status: {err}"
+        );
+
+        child.kill().unwrap();
+        tokio::task::block_in_place(|| child.wait().unwrap());
+        assert_eq!(view_of(&env, &id).await.job.id, id);
+    }
 }
 
 /// Marks the closed redb store at `path` as schema version 2. (Only the mark: the migration of
