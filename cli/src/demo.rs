@@ -307,7 +307,7 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
         }
         tokio::select! {
             () = signals.changed(Duration::from_millis(250)) => {}
-            Some(()) = interrupts.recv(), if !cancelled => {
+            Some(interrupt) = interrupts.recv(), if !cancelled => {
                 cancelled = true;
                 say!(
                     "\ncancelling the jobs: the target in flight finishes and is stored (Ctrl-C \
@@ -316,6 +316,8 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
                 for (_, id) in &ids {
                     runner.cancel(id).await;
                 }
+                // Stored: a second signal may end the process now.
+                drop(interrupt);
                 // Each job is cancelled in the store at once; its lines wait for the target
                 // in flight, so that they count it.
                 while signals.inflight() > 0 {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use rota::{
     BatchStore, Caller, CallerClass, Config, JobStatus, JobView, Runner, SubmitError, TargetState,
 };
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::cli::{RunArgs, default_caller};
 use crate::http::HttpFetch;
@@ -140,13 +140,15 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
         }
         tokio::select! {
             () = signals.changed(POLL) => {}
-            Some(()) = interrupts.recv(), if !cancelling => {
+            Some(interrupt) = interrupts.recv(), if !cancelling => {
                 cancelling = true;
                 progress.note(&format!(
                     "cancelling job {id}: the target in flight finishes and is stored \
                      (Ctrl-C again to quit at once)"
                 ));
                 runner.cancel(&id).await;
+                // Stored: a second signal may end the process now.
+                drop(interrupt);
             }
         }
     }
@@ -184,10 +186,20 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
     Ok(exit_code(view.job.status))
 }
 
+/// How long a second Ctrl-C or SIGTERM waits for the first one's cancel to be stored before it
+/// ends the process anyway (a store that hangs must not keep it from quitting).
+const CANCEL_GRACE: Duration = Duration::from_secs(5);
+
+/// The first Ctrl-C or SIGTERM, handed to the command: it cancels its jobs, then drops this,
+/// which tells a second signal that the cancel is stored.
+pub(crate) type Interrupt = oneshot::Sender<()>;
+
 /// The first Ctrl-C (or SIGTERM, as `timeout`, `kill` and service managers send) arrives on
-/// the channel; the second of either ends the process at once, with the shell's code for it
-/// (130 for Ctrl-C, 143 for SIGTERM). The handlers are installed before this returns.
-pub(crate) fn interrupts() -> Result<mpsc::Receiver<()>, String> {
+/// the channel; the second of either ends the process, with the shell's code for it (130 for
+/// Ctrl-C, 143 for SIGTERM), once the command has dropped the first one's [`Interrupt`] (its
+/// cancel stored), or after [`CANCEL_GRACE`]: two signals close together must not leave the
+/// job live in the store. The handlers are installed before this returns.
+pub(crate) fn interrupts() -> Result<mpsc::Receiver<Interrupt>, String> {
     let (tx, rx) = mpsc::channel(1);
     #[cfg(unix)]
     {
@@ -207,8 +219,11 @@ pub(crate) fn interrupts() -> Result<mpsc::Receiver<()>, String> {
             if next().await.is_none() {
                 return;
             }
-            let _ = tx.send(()).await;
+            let (first, cancelled) = oneshot::channel();
+            // Dropped unread if the command has stopped listening: then nothing waits below.
+            let _ = tx.send(first).await;
             if let Some(code) = next().await {
+                let _ = tokio::time::timeout(CANCEL_GRACE, cancelled).await;
                 note!("interrupted");
                 std::process::exit(code);
             }
@@ -219,8 +234,10 @@ pub(crate) fn interrupts() -> Result<mpsc::Receiver<()>, String> {
         if tokio::signal::ctrl_c().await.is_err() {
             return;
         }
-        let _ = tx.send(()).await;
+        let (first, cancelled) = oneshot::channel();
+        let _ = tx.send(first).await;
         if tokio::signal::ctrl_c().await.is_ok() {
+            let _ = tokio::time::timeout(CANCEL_GRACE, cancelled).await;
             note!("interrupted");
             std::process::exit(130);
         }
