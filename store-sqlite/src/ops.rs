@@ -36,23 +36,35 @@ macro_rules! terminal {
 // The statements that look rows up, named so the tests can check each one's query plan.
 const REUSE: &str = "SELECT id, status, lease FROM jobs WHERE caller = ?1 AND idem_key = ?2 \
                      ORDER BY created_at DESC, id DESC";
-const JOB: &str = "SELECT id, caller, class, idem_key, status, error, targets_total, \
-                   targets_done, created_at, lease, n_bytes FROM jobs WHERE id = ?1";
+/// A job row's columns, in the order [`job_row`] reads them.
+macro_rules! job_columns {
+    () => {
+        "id, caller, class, idem_key, status, error, targets_total, targets_done, created_at, \
+         lease, n_bytes"
+    };
+}
+const JOB: &str = concat!("SELECT ", job_columns!(), " FROM jobs WHERE id = ?1");
 const TARGETS: &str = "SELECT t.idx, t.url, t.options, t.status, t.result, t.error, t.hint \
                        FROM jobs j JOIN targets t ON t.job = j.seq WHERE j.id = ?1 \
                        ORDER BY t.idx";
 const LOCATE: &str = "SELECT j.seq, j.status, t.rowid, t.idx, t.url, t.options, t.status, \
                       t.result, t.error, t.hint FROM jobs j JOIN targets t ON t.job = j.seq \
                       WHERE j.id = ?1 AND t.idx = ?2";
+// Sweep and evict read each candidate's whole row, to pass over one they cannot decode (a
+// damaged row: its status, say, may not be terminal at all); `seq` comes after the row.
 const SWEEP_DUE: &str = concat!(
-    "SELECT seq, n_bytes FROM jobs WHERE ",
+    "SELECT ",
+    job_columns!(),
+    ", seq FROM jobs WHERE ",
     terminal!(),
     " AND lease < ?1"
 );
 const EVICT_OLDEST: &str = concat!(
-    "SELECT seq, n_bytes FROM jobs WHERE ",
+    "SELECT ",
+    job_columns!(),
+    ", seq FROM jobs WHERE ",
     terminal!(),
-    " ORDER BY created_at, id LIMIT 1"
+    " ORDER BY created_at, id LIMIT 1 OFFSET ?1"
 );
 const RECOVER: &str = concat!(
     "UPDATE jobs SET status = 'failed', error = ?1, lease = ?2 WHERE ",
@@ -82,18 +94,26 @@ pub(crate) struct Tally {
 impl Tally {
     /// Reads the tally of the store behind `conn` (once, at open).
     pub(crate) fn read(conn: &Connection) -> Result<Tally, StoreError> {
+        // A damaged row's byte count (not an integer) is left out, as redb leaves the row.
         let bytes = conn
-            .query_row("SELECT coalesce(sum(n_bytes), 0) FROM jobs", [], |r| {
-                r.get(0)
-            })
+            .query_row(
+                "SELECT coalesce(sum(n_bytes), 0) FROM jobs WHERE typeof(n_bytes) = 'integer'",
+                [],
+                |r| r.get(0),
+            )
             .map_err(ctx("summing the stored bytes"))?;
         let e = ctx("counting live jobs");
         let mut live_by_caller = HashMap::new();
         let mut stmt = conn.prepare(LIVE_BY_CALLER).map_err(&e)?;
         let mut rows = stmt.query([]).map_err(&e)?;
         while let Some(r) = rows.next().map_err(&e)? {
+            // A caller that is not text (a damaged row) counts toward no cap: its job is
+            // failed `interrupted` by the next start's recovery all the same.
+            let Ok(caller) = r.get::<_, String>(0) else {
+                continue;
+            };
             let n: usize = r.get(1).map_err(&e)?;
-            live_by_caller.insert(r.get(0).map_err(&e)?, n);
+            live_by_caller.insert(caller, n);
         }
         Ok(Tally {
             bytes,
@@ -495,13 +515,16 @@ pub(crate) fn sweep(
     let e = ctx(WHAT);
     // rota_core::sweepable: terminal and lease < now - ttl.
     let cutoff = now.saturating_sub(ttl_secs);
-    let due: Vec<(i64, u64)> = conn
-        .prepare_cached(SWEEP_DUE)
-        .and_then(|mut s| {
-            s.query_map([cutoff], |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect::<Result<Vec<_>, _>>()
-        })
-        .map_err(&e)?;
+    let mut due: Vec<(i64, u64)> = Vec::new();
+    {
+        let mut stmt = conn.prepare_cached(SWEEP_DUE).map_err(&e)?;
+        let mut rows = stmt.query([cutoff]).map_err(&e)?;
+        while let Some(r) = rows.next().map_err(&e)? {
+            if let Some(found) = decoded(r).map_err(&e)? {
+                due.push(found);
+            }
+        }
+    }
     if due.is_empty() {
         return Ok(0);
     }
@@ -526,13 +549,21 @@ pub(crate) fn evict(
         return Ok(0);
     }
     let (mut left, mut deleted) = (tally.bytes, 0);
+    // The damaged rows met so far, left in place: the next oldest is past them.
+    let mut passed: i64 = 0;
     while left > max_bytes {
-        let oldest: Option<(i64, u64)> = conn
+        let oldest = conn
             .prepare_cached(EVICT_OLDEST)
-            .and_then(|mut s| s.query_row([], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+            .and_then(|mut s| s.query_row([passed], |r| Ok(decoded(r))).optional())
             .map_err(&e)?;
-        let Some((seq, n_bytes)) = oldest else {
-            break;
+        let (seq, n_bytes) = match oldest {
+            None => break,
+            Some(Ok(Some(found))) => found,
+            Some(Ok(None)) => {
+                passed += 1;
+                continue;
+            }
+            Some(Err(err)) => return Err(e(err)),
         };
         delete(conn, seq, WHAT)?;
         left = left.saturating_sub(n_bytes);
@@ -541,6 +572,21 @@ pub(crate) fn evict(
     // Only terminal jobs are evicted: the live counts stay.
     tally.bytes = left;
     Ok(deleted)
+}
+
+/// The `seq` and byte count of a sweep or evict candidate (a job row, then `seq`), or `None`
+/// for a row that does not decode (damaged: passed over and left as it is).
+fn decoded(r: &Row<'_>) -> rusqlite::Result<Option<(i64, u64)>> {
+    match job_row(r) {
+        Ok(job) => Ok(Some((r.get(11)?, job.n_bytes))),
+        Err(
+            rusqlite::Error::FromSqlConversionFailure(..)
+            | rusqlite::Error::IntegralValueOutOfRange(..)
+            | rusqlite::Error::InvalidColumnType(..)
+            | rusqlite::Error::Utf8Error(..),
+        ) => Ok(None),
+        Err(other) => Err(other),
+    }
 }
 
 /// Deletes job `seq` and its targets.

@@ -145,3 +145,107 @@ async fn the_reuse_check_passes_over_a_job_whose_status_is_damaged() {
         "{got:?}"
     );
 }
+
+/// The id of the second job of the damaged-row tests.
+const TWO: &str = "fedcba9876543210fedcba9876543210";
+
+/// A store with two done jobs of alice, [`ID`] (key `k`, three targets) and [`TWO`] (key
+/// `k2`, one target), whose first job's row was damaged by `SET set` before it was opened.
+async fn two_jobs_the_first_damaged(path: &Path, set: &str) -> SqliteStore {
+    store_job(path).await;
+    {
+        let store = SqliteStore::open(path).unwrap();
+        let two = NewJob {
+            id: TWO.into(),
+            caller: "alice".into(),
+            class: CallerClass::Fleet,
+            idem_key: "k2".into(),
+            targets: vec![("https://a.example/two".into(), "{}".into())],
+            now: 102,
+        };
+        assert_eq!(
+            store.admit(&two, &CAPS).await.unwrap(),
+            rota_core::Admission::Created
+        );
+        assert!(
+            store
+                .set_status(TWO, JobStatus::Done, "", 102)
+                .await
+                .unwrap()
+        );
+    }
+    damage_job(path, set);
+    SqliteStore::open(path).unwrap()
+}
+
+/// `UPDATE jobs SET {set} WHERE id = ID`.
+fn damage_job(path: &Path, set: &str) {
+    damage(path, &format!("UPDATE jobs SET {set} WHERE id = '{ID}'"));
+}
+
+/// README "Stores": "A store file damaged in one job's row still opens: reading that job
+/// reports `StoreError::Corrupt`, while sweep, evict, recovery at `start` and the reuse check
+/// pass it over and go on for every other job (the damaged row is left as it is ...)".
+/// Sweep, on a job row whose status cannot be read: job 2 is swept, job 1 is left (and still
+/// reads as corrupt).
+#[tokio::test]
+async fn sweep_passes_over_a_damaged_job_row_and_sweeps_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rota.sqlite3");
+    let store = two_jobs_the_first_damaged(&path, "status = 'bogus'").await;
+    assert!(store.job(ID).await.is_err(), "job 1 reads as corrupt");
+    assert_eq!(store.sweep(10_000, 10).await.unwrap(), 1, "job 2 only");
+    assert_eq!(store.job(TWO).await.unwrap(), None, "job 2 swept");
+    let got = store.job(ID).await;
+    assert!(
+        matches!(got, Err(rota_core::StoreError::Corrupt(_))),
+        "the damaged job 1 must be left as it is: {got:?}"
+    );
+}
+
+/// The same for evict (here the damage is in the lease).
+#[tokio::test]
+async fn evict_passes_over_a_damaged_job_row_and_evicts_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rota.sqlite3");
+    let store = two_jobs_the_first_damaged(&path, "lease = 'x'").await;
+    assert!(store.job(ID).await.is_err(), "job 1 reads as corrupt");
+    assert_eq!(store.evict(0).await.unwrap(), 1, "job 2 only");
+    assert_eq!(store.job(TWO).await.unwrap(), None, "job 2 evicted");
+    let got = store.job(ID).await;
+    assert!(
+        matches!(got, Err(rota_core::StoreError::Corrupt(_))),
+        "the damaged job 1 must be left as it is: {got:?}"
+    );
+}
+
+/// "still opens": a job row whose byte count cannot be read, or (a live job) whose caller
+/// cannot, does not keep the store from opening, and reading that job reports `Corrupt`.
+#[tokio::test]
+async fn a_store_damaged_in_one_job_rows_count_or_caller_still_opens() {
+    let mut refused = Vec::new();
+    for (live, set) in [
+        (false, "n_bytes = 'x'"),
+        (true, "caller = CAST(x'ff' AS TEXT)"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rota.sqlite3");
+        store_job(&path).await;
+        if live {
+            // Job 1 back to running, as a crash would leave it.
+            damage_job(&path, "status = 'running'");
+        }
+        damage_job(&path, set);
+        match SqliteStore::open(&path) {
+            Ok(store) => {
+                let got = store.job(ID).await;
+                assert!(
+                    matches!(got, Err(rota_core::StoreError::Corrupt(_))),
+                    "{set}: {got:?}"
+                );
+            }
+            Err(e) => refused.push(format!("{set}: {e}")),
+        }
+    }
+    assert!(refused.is_empty(), "refused to open: {refused:#?}");
+}
