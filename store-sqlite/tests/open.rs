@@ -549,3 +549,26 @@ async fn a_read_only_store_its_log_or_its_directory_is_named_as_such() {
         Some(JobStatus::Done)
     );
 }
+
+/// `SqliteStore`'s `Debug` "shows no rows (they hold URLs) and no path": neither the file's
+/// path (here in a directory of a telling name) nor a stored URL, caller or key, whether the
+/// store is a file or in memory; only whether it is in memory.
+#[tokio::test]
+async fn debug_shows_no_row_and_no_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret_dir = dir.path().join("secret-dir");
+    fs::create_dir(&secret_dir).unwrap();
+    let file = SqliteStore::open(secret_dir.join("rota.db")).unwrap();
+    let memory = SqliteStore::open_in_memory().unwrap();
+    for (store, in_memory) in [(&file, false), (&memory, true)] {
+        store.admit(&new_job("j1", 2), &CAPS).await.unwrap();
+        let shown = format!("{store:?}");
+        assert_eq!(
+            shown,
+            format!("SqliteStore {{ in_memory: {in_memory}, .. }}")
+        );
+        for secret in ["secret-dir", "rota.db", "example.com", "alice", "key-j1"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+    }
+}
