@@ -430,6 +430,49 @@ mod tests {
         assert_eq!(s.evict(total - 1).await.unwrap(), 0);
     }
 
+    /// The `PRAGMA synchronous` of the store's connection.
+    fn synchronous(s: &SqliteStore) -> i64 {
+        s.db()
+            .conn
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    /// [`SqliteOptions::synchronous`] is what the connection commits with: `Synchronous::Full`
+    /// "every commit syncs the WAL before it returns" is `PRAGMA synchronous = FULL` (2), and
+    /// the default, for [`SqliteStore::open`] and for an explicit `Normal`, is `NORMAL` (1),
+    /// in the WAL journal mode both are documented for. The setting is the connection's, not
+    /// the file's: a file opened `Full` and then reopened by default is `NORMAL` again.
+    #[test]
+    fn the_synchronous_option_is_what_the_connection_commits_with() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rota.db");
+        let full = SqliteOptions {
+            synchronous: Synchronous::Full,
+        };
+        for (opts, want) in [
+            (full, 2),
+            (SqliteOptions::default(), 1),
+            (
+                SqliteOptions {
+                    synchronous: Synchronous::Normal,
+                },
+                1,
+            ),
+            (full, 2),
+        ] {
+            let s = SqliteStore::open_with(&path, opts).unwrap();
+            assert_eq!(synchronous(&s), want, "{opts:?}");
+            let journal: String = s
+                .db()
+                .conn
+                .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(journal, "wal", "{opts:?}");
+        }
+        assert_eq!(synchronous(&SqliteStore::open(&path).unwrap()), 1);
+    }
+
     #[tokio::test]
     async fn the_published_total_follows_every_write() {
         let s = SqliteStore::open_in_memory().unwrap();
