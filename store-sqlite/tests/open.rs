@@ -572,3 +572,36 @@ async fn debug_shows_no_row_and_no_path() {
         }
     }
 }
+
+/// `integrity_check` is "`Ok` if it finds nothing, else `StoreError::Corrupt` with its
+/// findings": a store whose `jobs_live` index another program redefined (its entries no
+/// longer those of its rows) still opens and serves the job, and the check names the index.
+#[tokio::test]
+async fn integrity_check_reports_what_it_finds_as_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rota.db");
+    make_store(&path).await;
+    SqliteStore::open(&path).unwrap().integrity_check().unwrap();
+    {
+        // The index holds no job (j1 is done); its definition now says it holds the done ones.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "PRAGMA writable_schema = ON;
+             UPDATE sqlite_schema SET sql = 'CREATE INDEX jobs_live ON jobs (caller) \
+                 WHERE status IN (''done'')' WHERE name = 'jobs_live';
+             PRAGMA writable_schema = OFF;",
+        )
+        .unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        store.job("j1").await.unwrap().unwrap().status,
+        JobStatus::Done
+    );
+    let err = store.integrity_check().unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Corrupt(m) if m.starts_with("integrity check: ")
+            && m.contains("jobs_live")),
+        "{err:?}"
+    );
+}
