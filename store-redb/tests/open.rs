@@ -545,3 +545,34 @@ async fn debug_shows_counts_but_no_caller_or_url() {
     assert!(!shown.contains("alice"), "{shown}");
     assert!(!shown.contains("example.com"), "{shown}");
 }
+
+/// `RedbOptions::group_wait` is "ignored with `Durability::None`, whose commits do not wait
+/// for the disk", and `RedbStore::group_wait` is "as taken from `RedbOptions::group_wait`
+/// (zero with `Durability::None`)": a no-sync file store and an in-memory store never wait
+/// for company, whatever they were given; a durable store takes what it was given (the
+/// default `GROUP_WAIT`, zero, or a value under the cap) as it is.
+#[test]
+fn group_wait_is_taken_as_given_and_is_zero_without_sync() {
+    use rota_store_redb::{GROUP_WAIT, MAX_GROUP_WAIT};
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    let opts = |durability, group_wait| RedbOptions {
+        durability,
+        group_wait,
+        ..RedbOptions::default()
+    };
+    let ms = Duration::from_millis(1);
+    for (given, want) in [
+        (RedbOptions::default(), GROUP_WAIT),
+        (opts(Durability::Immediate, ms), ms),
+        (opts(Durability::Immediate, Duration::ZERO), Duration::ZERO),
+        (opts(Durability::None, ms), Duration::ZERO),
+        (opts(Durability::None, MAX_GROUP_WAIT), Duration::ZERO),
+    ] {
+        let shown = format!("{given:?}");
+        let s = RedbStore::open_with(&path, given).unwrap();
+        assert_eq!(s.group_wait(), want, "{shown}");
+    }
+    assert_eq!(RedbStore::in_memory().unwrap().group_wait(), Duration::ZERO);
+}
