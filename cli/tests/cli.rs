@@ -304,6 +304,64 @@ async fn a_busy_page_is_retried_and_the_retries_are_counted() {
     );
 }
 
+/// Where stderr is not a terminal, the progress is a plain line
+/// `progress: N/M finished, F failed, R retries` (`1 retry` for one), printed whenever a count
+/// changes and only then, between the `created` line and the summary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_off_a_terminal_is_a_plain_line_printed_whenever_a_count_changes() {
+    let s = common::start().await;
+    let env = Env::new();
+    // A busy answer, then a page in flight for 3 s (the watcher looks every 0.5 s at the
+    // least), then a failure.
+    let urls = [
+        s.url("/busy/p/1"),
+        s.url("/sleep/3000"),
+        s.url("/status/404"),
+    ];
+    let f = env.file("t.json", &json_array(&urls));
+    let o = env
+        .rota(&["run", f.to_str().unwrap(), "--retry-wait", "50ms"], None)
+        .await;
+    let err = stderr(&o);
+    assert_eq!(code(&o), 2, "{err}");
+    let all: Vec<&str> = err.lines().collect();
+    let id = job_id(&o);
+    assert_eq!(all[0], format!("job {id} created (3 targets)"), "{err}");
+    assert!(
+        all.last()
+            .unwrap()
+            .starts_with(&format!("job {id} partial: ")),
+        "{err}"
+    );
+    let progress = &all[1..all.len() - 1];
+    assert!(!progress.is_empty(), "{err}");
+
+    let line =
+        regex::Regex::new(r"^progress: (\d+)/3 finished, (\d+) failed, (\d+) (retry|retries)$")
+            .unwrap();
+    let mut last: Option<[usize; 3]> = None;
+    for l in progress {
+        let c = line
+            .captures(l)
+            .unwrap_or_else(|| panic!("{l:?} is not a progress line:\n{err}"));
+        let n: [usize; 3] = [1, 2, 3].map(|i| c[i].parse().unwrap());
+        let unit = if n[2] == 1 { "retry" } else { "retries" };
+        assert_eq!(&c[4], unit, "{l}");
+        if let Some(prev) = last {
+            assert_ne!(n, prev, "printed again without a change:\n{err}");
+            assert!(
+                prev.iter().zip(&n).all(|(a, b)| a <= b),
+                "a count went down:\n{err}"
+            );
+        }
+        last = Some(n);
+    }
+    assert!(
+        progress.contains(&"progress: 1/3 finished, 0 failed, 1 retry"),
+        "the counts while the slow page was in flight:\n{err}"
+    );
+}
+
 /// `rota run` of the one page `url`, tried again every 50 ms for 300 ms, which must fail.
 async fn run_busy(env: &Env, url: String) -> Output {
     let f = env.file("busy.json", &json_array(&[url]));
