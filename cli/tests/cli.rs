@@ -523,6 +523,69 @@ async fn running_the_same_file_again_reuses_the_stored_job_without_fetching() {
     assert_eq!(s.hits("busy/once"), 1);
 }
 
+/// The same caller running the same file again within `--ttl` is told so in these words, and
+/// shown the stored outcome with the progress line of its stored counts; once the job's last
+/// activity is further back than `--ttl`, the file is a new job, fetched again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rerun_within_ttl_says_it_reuses_the_job_and_one_past_ttl_fetches_again() {
+    let s = common::start().await;
+    let env = Env::new();
+    let urls = [
+        s.url("/busy/r1/0"),
+        s.url("/busy/r2/0"),
+        s.url("/status/404"),
+    ];
+    let f = env.file("t.json", &json_array(&urls));
+    let f = f.to_str().unwrap();
+    let first = env.rota(&["run", f], None).await;
+    assert_eq!(code(&first), 2, "{}", stderr(&first));
+    let id = job_id(&first);
+
+    let again = env.rota(&["run", f], None).await;
+    let err = stderr(&again);
+    assert_eq!(code(&again), 2, "{err}");
+    // Unix seconds, as the store keeps them: the job's last activity is no later than this.
+    let unix_now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    };
+    let shown = unix_now();
+    let got: Vec<&str> = err.lines().collect();
+    assert_eq!(got.len(), 3, "{err}");
+    assert_eq!(
+        got[0],
+        format!(
+            "job {id} reused: the same caller submitted the same targets within --ttl; \
+             showing its stored outcome"
+        )
+    );
+    assert_eq!(got[1], "progress: 3/3 finished, 1 failed, 0 retries");
+    let summary = regex::Regex::new(&format!(
+        r"^job {id} partial: 2/3 done, 1 failed, 0 retries, \d+\.\ds$"
+    ))
+    .unwrap();
+    assert!(summary.is_match(got[2]), "{err}");
+    assert_eq!(lines(&again), lines(&first));
+    assert_eq!((s.hits("busy/r1"), s.hits("busy/r2")), (1, 1));
+
+    // Once a whole second has passed since then (the clock polled), `--ttl 1s` is past.
+    while unix_now() <= shown {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let late = env.rota(&["run", f, "--ttl", "1s"], None).await;
+    let err = stderr(&late);
+    assert_eq!(code(&late), 2, "{err}");
+    let new = job_id(&late);
+    assert_ne!(new, id, "reused past --ttl");
+    assert!(
+        err.starts_with(&format!("job {new} created (3 targets)\n")),
+        "{err}"
+    );
+    assert_eq!((s.hits("busy/r1"), s.hits("busy/r2")), (2, 2));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_of_an_unknown_id_is_a_clear_error() {
     let s = common::start().await;
