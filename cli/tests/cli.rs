@@ -1123,6 +1123,37 @@ mod interrupt {
         assert_eq!(view.job.targets_done, 1);
     }
 
+    /// A cancelled job's summary counts the targets it never ran (`job ID cancelled: 2/8 done,
+    /// 0 failed, 6 not run, 0 retries, 1.4s`), apart from those done and those failed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancelled_jobs_summary_counts_the_targets_not_run() {
+        let s = common::start().await;
+        let env = Env::new();
+        let f = env.file(
+            "t.json",
+            &json_array(&[
+                s.url("/status/404"),
+                s.url("/sleep/5000"),
+                s.url("/page/c"),
+                s.url("/page/d"),
+            ]),
+        );
+        let (mut child, id, mut err) = tokio::task::block_in_place(|| start(&env, &f));
+        in_flight(&s, 5000).await;
+        sigint(&child);
+        let mut rest = String::new();
+        tokio::task::block_in_place(|| std::io::Read::read_to_string(&mut err, &mut rest).unwrap());
+        let status = tokio::task::block_in_place(|| child.wait().unwrap());
+        assert_eq!(status.code(), Some(1), "{rest}");
+        assert!(rest.contains(&format!("cancelling job {id}")), "{rest}");
+        let summary = regex::Regex::new(&format!(
+            r"^job {id} cancelled: 1/4 done, 1 failed, 2 not run, 0 retries, \d+\.\ds$"
+        ))
+        .unwrap();
+        let last = rest.lines().last().unwrap_or_default();
+        assert!(summary.is_match(last), "the summary:\n{rest}");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_second_ctrl_c_exits_at_once() {
         let s = common::start().await;
