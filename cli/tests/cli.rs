@@ -1406,6 +1406,52 @@ async fn upgrade_migrates_a_redb_file_of_schema_2_that_status_refuses_unchanged(
     );
 }
 
+/// `rota run` and `rota demo` refuse a redb file of schema 2 as `rota status` does, saying how
+/// to migrate it, and leave it unchanged: nothing is fetched, and the job in it is kept as it
+/// was for `rota upgrade`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_and_demo_refuse_a_redb_file_of_schema_2_and_leave_it_unchanged() {
+    let s = common::start().await;
+    let env = Env::new();
+    let f = env.file("t.json", &json_array(&[s.url("/busy/v2/0")]));
+    let f = f.to_str().unwrap();
+    let path = env.dir.path().join("jobs.redb");
+    let redb = format!("redb:{}", path.display());
+    let first = env.rota(&["--store", &redb, "run", f], None).await;
+    assert_eq!(code(&first), 0, "{}", stderr(&first));
+    let id = job_id(&first);
+    mark_redb_as_schema_2(&path);
+    let before = std::fs::read(&path).unwrap();
+
+    let want = format!(
+        "rota: error: opening the store {redb}: schema version mismatch: found 2, expected 3 \
+         (migrate it first: rota --store {redb} upgrade)"
+    );
+    for args in [
+        ["--store", redb.as_str(), "run", f].as_slice(),
+        ["--store", redb.as_str(), "demo"].as_slice(),
+    ] {
+        let o = env.rota(args, None).await;
+        let err = stderr(&o);
+        assert_eq!(code(&o), 1, "{args:?}: {err}");
+        assert_eq!(err.trim_end(), want, "{args:?}");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            before,
+            "{args:?} changed the file"
+        );
+    }
+    assert_eq!(s.hits("busy/v2"), 1, "fetched again");
+
+    let up = env.rota(&["--store", &redb, "upgrade"], None).await;
+    assert_eq!(code(&up), 0, "{}", stderr(&up));
+    let st = env.rota(&["--store", &redb, "status", &id], None).await;
+    assert_eq!(code(&st), 0, "{}", stderr(&st));
+    let view: JobView = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(view.job.status, JobStatus::Done);
+    assert_eq!(view.targets, lines(&first));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upgrade_of_an_empty_sqlite_file_is_refused_and_leaves_it_empty() {
     let env = Env::new();
