@@ -403,6 +403,42 @@ async fn a_page_always_busy_fails_after_retry_for() {
     );
 }
 
+/// A page that stays busy (503 or 429) past `--retry-for` is stored failed with its last
+/// answer and without a hint, on stdout as in the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_busy_past_retry_for_is_stored_failed_without_a_hint() {
+    let s = common::start().await;
+    let env = Env::new();
+    let f = env.file(
+        "t.json",
+        &json_array(&[s.url("/always-busy"), s.url("/too-many")]),
+    );
+    let args = [
+        "run",
+        f.to_str().unwrap(),
+        "--retry-wait",
+        "50ms",
+        "--retry-for",
+        "300ms",
+    ];
+    let o = env.rota(&args, None).await;
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let view = view_of(&env, &job_id(&o)).await;
+    assert_eq!(view.targets, lines(&o));
+    let got: Vec<_> = view
+        .targets
+        .iter()
+        .map(|t| (t.status, t.error.as_str(), t.hint.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (TargetState::Failed, "HTTP 503 Service Unavailable", ""),
+            (TargetState::Failed, "HTTP 429 Too Many Requests", ""),
+        ]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_timeout_and_max_body_flags_reach_the_fetcher() {
     let s = common::start().await;
