@@ -114,6 +114,9 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
     let mut progress = Progress::new(total);
     let mut cancelling = false;
     loop {
+        // Asked before the look below, so that once the runner is done with the job, that look
+        // shows (and the progress prints) every write it made.
+        let runner_done = !reused && signals.runner_done_with(1);
         let view = match runner.status(&id).await {
             Ok(Some(v)) => v,
             Ok(None) => break,
@@ -135,7 +138,7 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
         // The runner is done with the job even if the store did not take its last writes (a
         // full disk): then the store never shows it ended, and waiting for that would be for
         // ever.
-        if !reused && signals.runner_done_with(1) {
+        if runner_done {
             break;
         }
         tokio::select! {

@@ -360,6 +360,13 @@ async fn progress_off_a_terminal_is_a_plain_line_printed_whenever_a_count_change
         progress.contains(&"progress: 1/3 finished, 0 failed, 1 retry"),
         "the counts while the slow page was in flight:\n{err}"
     );
+    // The last line has the final counts: the watcher asks whether the runner is done with the
+    // job before it looks at the job, not after.
+    assert_eq!(
+        progress.last().copied(),
+        Some("progress: 3/3 finished, 1 failed, 1 retry"),
+        "{err}"
+    );
 }
 
 /// `rota run` of the one page `url`, tried again every 50 ms for 300 ms, which must fail.
