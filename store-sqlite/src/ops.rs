@@ -83,9 +83,10 @@ const LIVE_BY_CALLER: &str = concat!(
 /// a cap check for a count over the live jobs.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct Tally {
-    /// The sum of every job's `n_bytes`.
+    /// The sum of every job's `n_bytes` (one that is not an integer, a damaged row's, left out).
     pub(crate) bytes: u64,
-    /// The number of live (queued or running) jobs.
+    /// The number of live (queued or running) jobs (one whose caller is not text, a damaged
+    /// row's, left out).
     pub(crate) live: usize,
     /// The number of live jobs of each caller that has any.
     pub(crate) live_by_caller: HashMap<String, usize>,
