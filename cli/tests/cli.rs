@@ -1600,3 +1600,118 @@ async fn upgrade_of_no_file_or_the_memory_store_is_an_error_and_creates_nothing(
     assert_eq!(code(&o), 1);
     assert!(stderr(&o).contains("nothing to upgrade"), "{}", stderr(&o));
 }
+
+/// `rota run` and `rota status` on a `--store` file that is not a rota store (a text file for
+/// SQLite; bytes that are no redb file, and a redb store cut short, for redb) fail with exit 1
+/// and the store's `corrupt data` error, fetch nothing, print nothing on stdout and leave the
+/// file byte for byte unchanged (README "Stores": "A file that is not a rota store (a text
+/// file, another program's database, a truncated file) fails with `StoreError::Corrupt` ...
+/// the file is left byte for byte unchanged").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_and_status_refuse_a_file_that_is_not_a_rota_store_and_leave_it_unchanged() {
+    let s = common::start().await;
+    let env = Env::new();
+    let f = env.file("t.json", &json_array(&[s.url("/busy/notrota/0")]));
+    let f = f.to_str().unwrap();
+
+    // A real redb store, cut to half its length.
+    let whole = env.dir.path().join("whole.redb");
+    let made = env
+        .rota(
+            &["--store", &format!("redb:{}", whole.display()), "run", f],
+            None,
+        )
+        .await;
+    assert_eq!(code(&made), 0, "{}", stderr(&made));
+    let id = job_id(&made);
+    assert_eq!(s.hits("busy/notrota"), 1);
+    let mut cut = std::fs::read(&whole).unwrap();
+    cut.truncate(cut.len() / 2);
+    // Bytes of no format (a fixed xorshift sequence, so the test is the same every run).
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let noise: Vec<u8> = (0..8192)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    // A text file longer than a SQLite header (100 bytes).
+    let text = (1..=5)
+        .map(|i| format!("{i},https://example.com/page/{i}\n"))
+        .collect::<String>()
+        .into_bytes();
+    assert!(text.len() > 100);
+
+    // (store URL scheme, file name, contents, what the error says after the path, if exact)
+    let cases: [(&str, &str, Vec<u8>, Option<&str>); 4] = [
+        (
+            "sqlite",
+            "rota.sqlite3",
+            text.clone(),
+            Some("not a SQLite database (no SQLite header): not a rota store"),
+        ),
+        (
+            "redb",
+            "text.redb",
+            text,
+            Some("not a redb file, so not a rota store"),
+        ),
+        (
+            "redb",
+            "noise.redb",
+            noise,
+            Some("not a redb file, so not a rota store"),
+        ),
+        ("redb", "cut.redb", cut, None),
+    ];
+    for (scheme, name, contents, says) in cases {
+        let path = env.dir.path().join(name);
+        std::fs::write(&path, &contents).unwrap();
+        let url = format!("{scheme}:{}", path.display());
+        let prefix = format!(
+            "rota: error: opening the store {url}: corrupt data: {}: ",
+            path.display()
+        );
+        for args in [
+            ["--store", url.as_str(), "run", f].as_slice(),
+            ["--store", url.as_str(), "status", &id].as_slice(),
+        ] {
+            let o = env.rota(args, None).await;
+            let err = stderr(&o);
+            assert_eq!(code(&o), 1, "{args:?}: {err}");
+            match says {
+                Some(says) => assert_eq!(err.trim_end(), format!("{prefix}{says}"), "{args:?}"),
+                None => assert!(
+                    err.starts_with(&prefix) && err.trim_end().lines().count() == 1,
+                    "{args:?}: {err}"
+                ),
+            }
+            assert!(o.stdout.is_empty(), "{args:?}: {:?}", o.stdout);
+            assert_eq!(
+                std::fs::read(&path).unwrap(),
+                contents,
+                "{args:?} changed the file"
+            );
+        }
+    }
+    assert_eq!(s.hits("busy/notrota"), 1, "fetched again");
+    // Nothing was created beside the refused files.
+    let mut names: Vec<String> = std::fs::read_dir(env.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "cut.redb",
+            "noise.redb",
+            "rota.sqlite3",
+            "t.json",
+            "text.redb",
+            "whole.redb"
+        ]
+    );
+}
