@@ -576,3 +576,40 @@ fn group_wait_is_taken_as_given_and_is_zero_without_sync() {
     }
     assert_eq!(RedbStore::in_memory().unwrap().group_wait(), Duration::ZERO);
 }
+
+fn is_in_use(e: &StoreError) -> bool {
+    matches!(e, StoreError::InUse(m) if m.contains("database already open"))
+}
+
+/// `upgrade` of a file open elsewhere fails `InUse` and leaves it unchanged, whether it is
+/// current (held by a `RedbStore`) or of schema 2 (held by redb itself, as `RedbStore::open`
+/// refuses it); once the holder is gone it upgrades (`RedbStore::upgrade`: "The store must not
+/// be open elsewhere ([`StoreError::InUse`])").
+#[tokio::test]
+async fn upgrade_of_a_store_open_elsewhere_fails_in_use_and_leaves_it_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    make_store(&path).await;
+
+    let held = RedbStore::open(&path).unwrap();
+    let before = fs::read(&path).unwrap();
+    let err = RedbStore::upgrade(&path).unwrap_err();
+    assert!(is_in_use(&err), "{err:?}");
+    assert_eq!(fs::read(&path).unwrap(), before, "the file changed");
+    // The holder goes on as before.
+    assert!(held.job(&id(1)).await.unwrap().is_some());
+    drop(held);
+    assert!(!RedbStore::upgrade(&path).unwrap(), "already current");
+
+    downgrade_to_schema_2(&path);
+    let raw = redb::Database::open(&path).unwrap();
+    let before = fs::read(&path).unwrap();
+    let err = RedbStore::upgrade(&path).unwrap_err();
+    assert!(is_in_use(&err), "{err:?}");
+    assert_eq!(fs::read(&path).unwrap(), before, "the file changed");
+    drop(raw);
+    assert!(RedbStore::upgrade(&path).unwrap(), "migrated once free");
+    let s = RedbStore::open(&path).unwrap();
+    assert!(s.job(&id(1)).await.unwrap().is_some());
+    s.verify().unwrap();
+}
