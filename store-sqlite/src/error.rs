@@ -7,11 +7,10 @@ use rusqlite::ErrorCode;
 /// are [`StoreError::Corrupt`], a lock held elsewhere is [`StoreError::InUse`], anything else
 /// is [`StoreError::Backend`]. rusqlite's messages never carry a row's values, so no URL leaks.
 pub(crate) fn sql(context: &str, e: rusqlite::Error) -> StoreError {
+    if undecodable(&e) {
+        return StoreError::Corrupt(format!("{context}: {e}"));
+    }
     match &e {
-        rusqlite::Error::FromSqlConversionFailure(..)
-        | rusqlite::Error::IntegralValueOutOfRange(..)
-        | rusqlite::Error::InvalidColumnType(..)
-        | rusqlite::Error::Utf8Error(..) => StoreError::Corrupt(format!("{context}: {e}")),
         rusqlite::Error::SqliteFailure(f, _) => match f.code {
             ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase => {
                 StoreError::Corrupt(format!("{context}: {e}"))
@@ -23,6 +22,18 @@ pub(crate) fn sql(context: &str, e: rusqlite::Error) -> StoreError {
         },
         _ => StoreError::backend(context, e),
     }
+}
+
+/// Whether `e` is a stored value that does not decode (text that is not UTF-8, a value of the
+/// wrong type or out of range, an unknown name): a damaged row, not a failing file.
+pub(crate) fn undecodable(e: &rusqlite::Error) -> bool {
+    matches!(
+        e,
+        rusqlite::Error::FromSqlConversionFailure(..)
+            | rusqlite::Error::IntegralValueOutOfRange(..)
+            | rusqlite::Error::InvalidColumnType(..)
+            | rusqlite::Error::Utf8Error(..)
+    )
 }
 
 /// A closure for `map_err`: [`sql`] with `context`.

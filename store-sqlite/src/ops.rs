@@ -18,7 +18,7 @@ use rota_core::{
 use rusqlite::types::Type;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use crate::error::{BadName, ctx};
+use crate::error::{BadName, ctx, undecodable};
 
 /// The predicate of the `jobs_live` index, written exactly as there so SQLite uses it.
 macro_rules! live {
@@ -580,13 +580,8 @@ pub(crate) fn evict(
 fn decoded(r: &Row<'_>) -> rusqlite::Result<Option<(i64, u64)>> {
     match job_row(r) {
         Ok(job) => Ok(Some((r.get(11)?, job.n_bytes))),
-        Err(
-            rusqlite::Error::FromSqlConversionFailure(..)
-            | rusqlite::Error::IntegralValueOutOfRange(..)
-            | rusqlite::Error::InvalidColumnType(..)
-            | rusqlite::Error::Utf8Error(..),
-        ) => Ok(None),
-        Err(other) => Err(other),
+        Err(e) if undecodable(&e) => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
