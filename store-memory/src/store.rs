@@ -289,6 +289,34 @@ mod tests {
         same(&store);
     }
 
+    /// A panic while the lock is held (by code outside this crate's operations: none of them
+    /// panics under it) poisons it; the store takes the lock over and goes on, with its rows
+    /// as they were.
+    #[tokio::test]
+    async fn a_poisoned_lock_is_taken_over_and_the_store_goes_on() {
+        let store = MemoryStore::new();
+        let job = new_job("a1", "alice", "k", 2, 10);
+        assert_eq!(store.admit(&job, &CAPS).await.unwrap(), Admission::Created);
+        std::thread::scope(|s| {
+            let held = s.spawn(|| {
+                let _st = store.state.lock().unwrap();
+                panic!("a panic while the store's lock is held");
+            });
+            assert!(held.join().is_err());
+        });
+        assert!(store.state.is_poisoned());
+        assert_eq!(store.job("a1").await.unwrap().unwrap().targets_total, 2);
+        assert!(store.start_target("a1", 0, 11).await.unwrap().is_some());
+        let done = TargetWrite::Done { result: "r".into() };
+        assert!(store.finish_target("a1", 0, &done, 12, None).await.unwrap());
+        let other = new_job("b1", "bob", "k2", 1, 13);
+        assert_eq!(
+            store.admit(&other, &CAPS).await.unwrap(),
+            Admission::Created
+        );
+        assert_eq!(store.live_jobs(None).await.unwrap(), 2);
+    }
+
     #[tokio::test]
     async fn debug_shows_counts_not_rows() {
         let store = MemoryStore::new();
