@@ -369,9 +369,10 @@ async fn progress_off_a_terminal_is_a_plain_line_printed_whenever_a_count_change
     );
 }
 
-/// `rota run` of the one page `url`, tried again every 50 ms for 300 ms, which must fail.
-async fn run_busy(env: &Env, url: String) -> Output {
-    let f = env.file("busy.json", &json_array(&[url]));
+/// `rota run` of the pages `urls`, each busy one tried again every 50 ms for 300 ms, which
+/// must fail.
+async fn run_busy(env: &Env, urls: &[String]) -> Output {
+    let f = env.file("busy.json", &json_array(urls));
     let args = [
         "run",
         f.to_str().unwrap(),
@@ -389,13 +390,13 @@ async fn run_busy(env: &Env, url: String) -> Output {
 async fn a_page_always_busy_fails_after_retry_for() {
     let s = common::start().await;
     let env = Env::new();
-    let o = run_busy(&env, s.url("/always-busy")).await;
+    let o = run_busy(&env, &[s.url("/always-busy")]).await;
     let t = &lines(&o)[0];
     assert_eq!(t.status, TargetState::Failed);
     assert_eq!(t.error, "HTTP 503 Service Unavailable");
 
     // Counted: every busy answer but the last, which was not tried again.
-    let o = run_busy(&env, s.url("/busy/k/1000000")).await;
+    let o = run_busy(&env, &[s.url("/busy/k/1000000")]).await;
     let fetches = s.hits("busy/k");
     assert!(fetches >= 2, "{fetches} fetches");
     let err = stderr(&o);
@@ -416,20 +417,7 @@ async fn a_page_always_busy_fails_after_retry_for() {
 async fn a_page_busy_past_retry_for_is_stored_failed_without_a_hint() {
     let s = common::start().await;
     let env = Env::new();
-    let f = env.file(
-        "t.json",
-        &json_array(&[s.url("/always-busy"), s.url("/too-many")]),
-    );
-    let args = [
-        "run",
-        f.to_str().unwrap(),
-        "--retry-wait",
-        "50ms",
-        "--retry-for",
-        "300ms",
-    ];
-    let o = env.rota(&args, None).await;
-    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let o = run_busy(&env, &[s.url("/always-busy"), s.url("/too-many")]).await;
     let view = view_of(&env, &job_id(&o)).await;
     assert_eq!(view.targets, lines(&o));
     let got: Vec<_> = view
