@@ -390,6 +390,18 @@ impl Probe {
         Probe::build(Box::new(script), Duration::ZERO)
     }
 
+    /// A probe whose first fetch of each url answers busy (`RetryLater("busy")`), and every
+    /// later one [`content_of`] the url.
+    pub fn busy_once() -> Probe {
+        Probe::scripted(|url, attempt| {
+            if attempt == 0 {
+                Act::Fail(FetchError::RetryLater("busy".into()))
+            } else {
+                Act::Ok(content_of(url))
+            }
+        })
+    }
+
     /// A probe whose every fetch returns [`content_of`] its url after `delay`.
     pub fn slow(delay: Duration) -> Probe {
         Probe::build(Box::new(|url, _| Act::Ok(content_of(url))), delay)
@@ -2023,13 +2035,7 @@ pub async fn a_busy_target_is_tried_again_no_sooner_than_retry_wait(
     store: Arc<dyn BatchStore>,
 ) -> TestResult {
     let wait = Duration::from_millis(150);
-    let probe = Probe::scripted(|url, attempt| {
-        if attempt == 0 {
-            Act::Fail(FetchError::RetryLater("busy".into()))
-        } else {
-            Act::Ok(content_of(url))
-        }
-    });
+    let probe = Probe::busy_once();
     let cfg = Config {
         retry_wait: wait,
         ..config()
@@ -4107,13 +4113,7 @@ pub async fn a_busy_answer_whose_write_failed_loses_no_outcome(
     store: Arc<dyn BatchStore>,
 ) -> TestResult {
     let (f, dyn_store) = faulty(store);
-    let probe = Probe::scripted(|url, attempt| {
-        if attempt == 0 {
-            Act::Fail(FetchError::RetryLater("busy".into()))
-        } else {
-            Act::Ok(content_of(url))
-        }
-    });
+    let probe = Probe::busy_once();
     // Time enough to heal the store between the busy answer and the next try.
     let cfg = Config {
         retry_wait: Duration::from_secs(1),
@@ -4237,13 +4237,7 @@ pub async fn a_cancel_whose_status_write_fails_is_written_again_at_close(
     store: Arc<dyn BatchStore>,
 ) -> TestResult {
     let (f, dyn_store) = faulty(store);
-    let probe = Probe::scripted(|url, attempt| {
-        if attempt == 0 {
-            Act::Fail(FetchError::RetryLater("busy".into()))
-        } else {
-            Act::Ok(content_of(url))
-        }
-    });
+    let probe = Probe::busy_once();
     // A retry pause no test outlasts: the busy target waits, and the worker is idle.
     let cfg = Config {
         retry_wait: Duration::from_secs(3_600),
