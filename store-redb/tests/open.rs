@@ -120,6 +120,39 @@ fn a_second_open_fails_in_use_until_the_first_is_dropped() {
     RedbStore::open(&path).unwrap();
 }
 
+/// The lock is the file's, not its name's: a store open under one name is refused under a
+/// symlink to it or a hard link of it, and the first owner keeps it (README, *Stores*: "whatever
+/// name it is opened by").
+#[cfg(unix)]
+#[test]
+fn a_store_open_under_one_name_is_refused_under_a_link_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    let soft = dir.path().join("soft.redb");
+    let hard = dir.path().join("hard.redb");
+    drop(RedbStore::open(&path).unwrap());
+    std::os::unix::fs::symlink(&path, &soft).unwrap();
+    fs::hard_link(&path, &hard).unwrap();
+    for (first, second) in [
+        (&path, &soft),
+        (&path, &hard),
+        (&soft, &path),
+        (&hard, &soft),
+    ] {
+        let owner = RedbStore::open(first).unwrap();
+        let err = RedbStore::open(second).unwrap_err();
+        assert!(
+            matches!(&err, StoreError::InUse(m) if m.contains("database already open")),
+            "{first:?} then {second:?}: {err:?}"
+        );
+        // The refused open took nothing from the owner: its lock still holds.
+        let again = RedbStore::open(first).unwrap_err();
+        assert!(matches!(again, StoreError::InUse(_)), "{again:?}");
+        drop(owner);
+    }
+    RedbStore::open(&soft).unwrap();
+}
+
 #[test]
 fn an_empty_file_is_refused_and_left_empty() {
     let dir = tempfile::tempdir().unwrap();
