@@ -146,10 +146,10 @@ async fn one_submitter(n: u64) -> TestResult {
             .await?;
         created.insert(id.clone());
         ids.push(id);
-        if next(&rng) % 3 == 0 {
+        if next(&rng).is_multiple_of(3) {
             tokio::time::sleep(Duration::from_millis(next(&rng) % 5)).await;
         }
-        if next(&rng) % 4 == 0 {
+        if next(&rng).is_multiple_of(4) {
             let id = &ids[next(&rng) as usize % ids.len()];
             if r.runner.cancel(id).await {
                 cancelled.insert(id.clone());
@@ -198,10 +198,10 @@ async fn three_submitters(n: u64) -> TestResult {
                 if let Ok(s) = r.submit_targets(&who, targets(&name, size)).await {
                     mine.push((s.id, s.reused, name));
                 }
-                if next(&rng) % 3 == 0 {
+                if next(&rng).is_multiple_of(3) {
                     tokio::task::yield_now().await;
                 }
-                if next(&rng) % 3 == 0 && !mine.is_empty() {
+                if next(&rng).is_multiple_of(3) && !mine.is_empty() {
                     let (id, _, name) = &mine[next(&rng) as usize % mine.len()];
                     dead.insert(name.clone());
                     if r.runner.cancel(id).await {
@@ -212,7 +212,7 @@ async fn three_submitters(n: u64) -> TestResult {
             (mine, cancels)
         }));
     }
-    if seed % 2 == 0 {
+    if seed.is_multiple_of(2) {
         tokio::time::sleep(Duration::from_millis(next(&rng) % 4)).await;
         r.runner.close().await;
     }
