@@ -17,7 +17,7 @@ use rota::{BatchStore, Config, FetchError, JobOutcome, JobStatus, TargetState};
 use rota_store_memory::MemoryStore;
 use rota_store_redb::RedbStore;
 use rota_store_sqlite::SqliteStore;
-use rota_tests::runner::{Act, Probe, Rig, TestResult, content_of, rig, targets};
+use rota_tests::runner::{Act, Probe, Rig, TestResult, content_of, rig, states, targets};
 
 /// How many seeds each test runs.
 fn cases() -> u64 {
@@ -80,7 +80,7 @@ async fn check_closed(
     let mut finished = 0;
     for id in created {
         let v = r.view(id).await?;
-        let st: Vec<TargetState> = v.targets.iter().map(|t| t.status).collect();
+        let st = states(&v);
         let done = st.iter().filter(|s| **s == TargetState::Done).count();
         let failed = st.iter().filter(|s| **s == TargetState::Failed).count();
         let prefix = st.iter().take_while(|s| s.is_finished()).count();
