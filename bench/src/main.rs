@@ -22,6 +22,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod alloc;
+mod line;
 mod machine;
 mod memory;
 mod report;
@@ -95,6 +96,13 @@ impl Plan {
 /// between them.
 const WAKES: usize = 500;
 const WAKE_GAP: Duration = Duration::from_micros(200);
+
+/// Round trips of a probe of the cache line's trip between the cores (see [`line`]), taken
+/// before every run of a runner row (2–10 ms here).
+const LINE_ROUNDS: u64 = 20_000;
+
+/// A run whose probe took at least this many times the least probe seen is marked `*`.
+const FAR: u32 = 2;
 
 const LIVE: [usize; 3] = [10, 100, 10_000];
 
@@ -309,6 +317,16 @@ fn spread(xs: &mut [f64]) -> String {
         .join(" ≤ ")
 }
 
+/// `xs` from least to most, as `a ≤ b* ≤ c` (per second, rounded; `*` marks a run after a
+/// slow probe of the cache line's trip).
+fn marked_spread(xs: &mut [(f64, bool)]) -> String {
+    xs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    xs.iter()
+        .map(|(x, far)| format!("{x:.0}{}", if *far { "*" } else { "" }))
+        .collect::<Vec<_>>()
+        .join(" ≤ ")
+}
+
 /// One run of `f` on a fresh store of `backend`.
 async fn once<F, Fut, T>(backend: Backend, f: F) -> Result<T, StoreError>
 where
@@ -336,6 +354,22 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
             p50.as_micros(),
             p10.as_micros(),
             p90.as_micros()
+        ));
+    }
+    let mut probes: Vec<Duration> = (0..5)
+        .filter_map(|_| line::round_trip(LINE_ROUNDS))
+        .collect();
+    probes.sort();
+    // The least probe seen so far: a run after a probe of `FAR` times that is marked.
+    let mut least = probes.first().copied();
+    if let Some(mid) = probes.get(probes.len() / 2) {
+        out.note(&format!(
+            "a cache line goes from one core to the other and back in {} ns (median of {} \
+             probes of {LINE_ROUNDS} round trips): what two workers pay for each lock or \
+             state the other touched last; every runner run below is probed first, and a run \
+             whose probe took {FAR}× the least seen is marked * in its row's note",
+            mid.as_nanos(),
+            probes.len()
         ));
     }
     let mut job = 0;
@@ -376,6 +410,10 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
             };
             // Each column over `tries` turns of: raw loop, runner of 1, runner of 2.
             let mut turns: [Vec<f64>; 3] = Default::default();
+            // Per column, each run's figure as its row's note prints it (marked `*` after a
+            // slow probe), and every probe of the row.
+            let mut shown: [Vec<(f64, bool)>; 3] = Default::default();
+            let mut row_probes = Vec::new();
             // Per runner column: each run's median lag from a batch's first submit to its
             // first fetch.
             let mut lags: [Vec<Duration>; 2] = Default::default();
@@ -384,6 +422,12 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
             for turn in 0..tries.max(1) {
                 for j in 0..turns.len() {
                     let col = (turn + j) % turns.len();
+                    let probe = line::round_trip(LINE_ROUNDS);
+                    if let Some(p) = probe {
+                        least = Some(least.map_or(p, |l| l.min(p)));
+                        row_probes.push(p);
+                    }
+                    let far = probe.zip(least).is_some_and(|(p, l)| p >= l * FAR);
                     let per_s = if col == 0 {
                         once(
                             backend,
@@ -396,10 +440,11 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
                         ran.per_s
                     };
                     turns[col].push(per_s);
+                    shown[col].push((per_s, far));
                 }
                 job += shape.live * shape.reps;
             }
-            let spread: Vec<String> = turns.iter_mut().map(|t| spread(t)).collect();
+            let spread: Vec<String> = shown.iter_mut().map(|t| marked_spread(t)).collect();
             out.note(&format!(
                 "runner {} at {live} live: over {} turns, raw {}; runner of 1 {}; runner of 2 {}",
                 backend.name(),
@@ -408,6 +453,20 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
                 spread[1],
                 spread[2]
             ));
+            row_probes.sort();
+            if let (Some(lo), Some(hi)) = (row_probes.first(), row_probes.last()) {
+                out.note(&format!(
+                    "runner {} at {live} live: the cache-line probes before its runs took \
+                     {}–{} ns{}",
+                    backend.name(),
+                    lo.as_nanos(),
+                    hi.as_nanos(),
+                    match shown.iter().flatten().filter(|(_, far)| *far).count() {
+                        0 => String::new(),
+                        n => format!(", {n} of them {FAR}× the least seen or more (*)"),
+                    }
+                ));
+            }
             // A batch's mean time, from the row's rate: its targets / per_s.
             let batch_us = |t: &[f64]| (shape.live * shape.per_job) as f64 / median(t) * 1e6;
             let lag_us = |l: &mut Vec<Duration>| {
