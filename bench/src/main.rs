@@ -13,7 +13,9 @@
 //!   back to back, on a fresh store of the same backend; `ratio` = `per_s / limit_per_s`.
 //!   Notes beside the rows give how long after a batch's first submit its first target was
 //!   fetched, and how long this machine takes to wake a parked thread (see `wake`): a batch
-//!   starts with its idle workers waking.
+//!   starts with its idle workers waking. Every run of a runner row is preceded by a probe of
+//!   how long a cache line takes to go from one core to the other and back (see `line`), and
+//!   a row's note marks the runs after a slow one.
 //! - `history`: the runner's targets per second on the file stores, empty and with a prefill of
 //!   terminal targets (1 000 000 in the full run).
 //! - `memory`: heap bytes per live job held by the machine and the driver (a counting global
