@@ -63,6 +63,22 @@ pub fn round_trip(rounds: u64) -> Option<Duration> {
     ))
 }
 
+/// The least of `batches` round-trip means of `rounds` each (see [`round_trip`]), a
+/// millisecond apart: a thread of the probe that loses its core for a while (to the kernel's
+/// own work after a file store's run, say) slows the batches it happens in, not the one that
+/// ran undisturbed, while cores that are far apart slow every batch. `None` if no batch could
+/// be measured.
+pub fn probe(batches: usize, rounds: u64) -> Option<Duration> {
+    (0..batches)
+        .filter_map(|i| {
+            if i > 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            round_trip(rounds)
+        })
+        .min()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,5 +92,13 @@ mod tests {
     #[test]
     fn no_rounds_is_no_figure() {
         assert_eq!(round_trip(0), None);
+        assert_eq!(probe(3, 0), None);
+        assert_eq!(probe(0, 10), None);
+    }
+
+    #[test]
+    fn a_probe_is_the_least_batch() {
+        let t = probe(3, 1_000).unwrap();
+        assert!(t > Duration::ZERO, "{t:?}");
     }
 }

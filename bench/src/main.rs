@@ -101,12 +101,16 @@ impl Plan {
 const WAKES: usize = 500;
 const WAKE_GAP: Duration = Duration::from_micros(200);
 
-/// Round trips of a probe of the cache line's trip between the cores (see [`line`]), taken
-/// before every run of a runner row (2–10 ms here).
-const LINE_ROUNDS: u64 = 20_000;
+/// A probe of the cache line's trip between the cores (see [`line`]), taken before every run
+/// of a runner row: the least of this many batches of `LINE_ROUNDS` round trips, a
+/// millisecond apart (10–15 ms here).
+const LINE_BATCHES: usize = 9;
+const LINE_ROUNDS: u64 = 2_000;
 
-/// A run whose probe took at least this many times the least probe seen is marked `*`.
-const FAR: u32 = 2;
+/// A run whose probe took at least this many times the least probe seen is marked `*`. Here
+/// a probe takes about 30 ns, about 65 ns, or about 340 ns (the last in spells, the two
+/// virtual cores then far apart on the host): 4× the least marks only the last.
+const FAR: u32 = 4;
 
 const LIVE: [usize; 3] = [10, 100, 10_000];
 
@@ -369,9 +373,10 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
     if let Some(mid) = probes.get(probes.len() / 2) {
         out.note(&format!(
             "a cache line goes from one core to the other and back in {} ns (median of {} \
-             probes of {LINE_ROUNDS} round trips): what two workers pay for each lock or \
-             state the other touched last; every runner run below is probed first, and a run \
-             whose probe took {FAR}× the least seen is marked * in its row's note",
+             probes, each the least of {LINE_BATCHES} batches of {LINE_ROUNDS} round trips): \
+             what two workers pay for each lock or state the other touched last; every runner \
+             run below is probed first, and a run whose probe took {FAR}× the least seen or \
+             more is marked * in its row's note",
             mid.as_nanos(),
             probes.len()
         ));
@@ -426,7 +431,7 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
             for turn in 0..tries.max(1) {
                 for j in 0..turns.len() {
                     let col = (turn + j) % turns.len();
-                    let probe = line::round_trip(LINE_ROUNDS);
+                    let probe = line::probe(LINE_BATCHES, LINE_ROUNDS);
                     if let Some(p) = probe {
                         least = Some(least.map_or(p, |l| l.min(p)));
                         row_probes.push(p);
@@ -461,10 +466,13 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
             if let (Some(lo), Some(hi)) = (row_probes.first(), row_probes.last()) {
                 out.note(&format!(
                     "runner {} at {live} live: the cache-line probes before its runs took \
-                     {}–{} ns{}",
+                     {}–{} ns, median {} ns{}",
                     backend.name(),
                     lo.as_nanos(),
                     hi.as_nanos(),
+                    row_probes
+                        .get(row_probes.len() / 2)
+                        .map_or(0, Duration::as_nanos),
                     match shown.iter().flatten().filter(|(_, far)| *far).count() {
                         0 => String::new(),
                         n => format!(", {n} of them {FAR}× the least seen or more (*)"),
