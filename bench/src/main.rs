@@ -101,7 +101,7 @@ impl Plan {
 const WAKES: usize = 500;
 const WAKE_GAP: Duration = Duration::from_micros(200);
 
-/// A probe of the cache line's trip between the cores (see [`line`]), taken before every run
+/// A probe of the cache line's trip between the cores (see [`mod@line`]), taken before every run
 /// of a runner row: the least of this many batches of `LINE_ROUNDS` round trips, a
 /// millisecond apart (10–15 ms here).
 const LINE_BATCHES: usize = 9;
@@ -365,7 +365,7 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
         ));
     }
     let mut probes: Vec<Duration> = (0..5)
-        .filter_map(|_| line::round_trip(LINE_ROUNDS))
+        .filter_map(|_| line::probe(LINE_BATCHES, LINE_ROUNDS))
         .collect();
     probes.sort();
     // The least probe seen so far: a run after a probe of `FAR` times that is marked.
