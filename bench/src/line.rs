@@ -42,7 +42,7 @@ pub fn round_trip(rounds: u64) -> Option<Duration> {
     let other = std::thread::Builder::new()
         .name("line-probe".into())
         .spawn(move || {
-            // Running: say so, then answer every odd value with the next one.
+            // Running: say so, then answer every even value with the next (odd) one.
             theirs.0.store(1, Ordering::Release);
             for i in 1..=rounds {
                 wait_for(&theirs, 2 * i);
