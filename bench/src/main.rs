@@ -305,9 +305,9 @@ async fn all(out: &Out, plan: &Plan) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The median of `xs` (the mean of the middle two for an even count).
-fn median(xs: &[f64]) -> f64 {
-    let mut v = xs.to_vec();
+/// The median of runs' figures (the mean of the middle two for an even count).
+fn median(runs: &[(f64, bool)]) -> f64 {
+    let mut v: Vec<f64> = runs.iter().map(|(x, _)| *x).collect();
     v.sort_by(f64::total_cmp);
     match v.len() {
         0 => 0.0,
@@ -316,18 +316,9 @@ fn median(xs: &[f64]) -> f64 {
     }
 }
 
-/// `xs` from least to most, as `a ≤ b ≤ c` (per second, rounded).
-fn spread(xs: &mut [f64]) -> String {
-    xs.sort_by(f64::total_cmp);
-    xs.iter()
-        .map(|x| format!("{x:.0}"))
-        .collect::<Vec<_>>()
-        .join(" ≤ ")
-}
-
-/// `xs` from least to most, as `a ≤ b* ≤ c` (per second, rounded; `*` marks a run after a
-/// slow probe of the cache line's trip).
-fn marked_spread(xs: &mut [(f64, bool)]) -> String {
+/// Runs' figures from least to most, as `a ≤ b* ≤ c` (per second, rounded; `*` marks a run
+/// flagged `true`: a runner run after a slow probe of the cache line's trip).
+fn spread(xs: &mut [(f64, bool)]) -> String {
     xs.sort_by(|a, b| a.0.total_cmp(&b.0));
     xs.iter()
         .map(|(x, far)| format!("{x:.0}{}", if *far { "*" } else { "" }))
@@ -418,11 +409,10 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
             } else {
                 bp.tries
             };
-            // Each column over `tries` turns of: raw loop, runner of 1, runner of 2.
-            let mut turns: [Vec<f64>; 3] = Default::default();
-            // Per column, each run's figure as its row's note prints it (marked `*` after a
-            // slow probe), and every probe of the row.
-            let mut shown: [Vec<(f64, bool)>; 3] = Default::default();
+            // Each column over `tries` turns of: raw loop, runner of 1, runner of 2; each run's
+            // figure, and whether a slow probe came before it (marked `*` in the row's note).
+            let mut turns: [Vec<(f64, bool)>; 3] = Default::default();
+            // Every probe of the row.
             let mut row_probes = Vec::new();
             // Per runner column: each run's median lag from a batch's first submit to its
             // first fetch.
@@ -456,12 +446,11 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
                         lags[col - 1].push(ran.first_fetch);
                         ran.per_s
                     };
-                    turns[col].push(per_s);
-                    shown[col].push((per_s, far));
+                    turns[col].push((per_s, far));
                 }
                 job += shape.live * shape.reps;
             }
-            let spread: Vec<String> = shown.iter_mut().map(|t| marked_spread(t)).collect();
+            let spread: Vec<String> = turns.iter_mut().map(|t| spread(t)).collect();
             out.note(&format!(
                 "runner {} at {live} live: over {} turns, raw {}; runner of 1 {}; runner of 2 {}",
                 backend.name(),
@@ -481,14 +470,16 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
                     row_probes
                         .get(row_probes.len() / 2)
                         .map_or(0, Duration::as_nanos),
-                    match shown.iter().flatten().filter(|(_, far)| *far).count() {
+                    match turns.iter().flatten().filter(|(_, far)| *far).count() {
                         0 => String::new(),
                         n => format!(", {n} of them {FAR}× the least seen or more (*)"),
                     }
                 ));
             }
+            // A column's figure: the median of its runs.
+            let turns = turns.map(|t| median(&t));
             // A batch's mean time, from the row's rate: its targets / per_s.
-            let batch_us = |t: &[f64]| (shape.live * shape.per_job) as f64 / median(t) * 1e6;
+            let batch_us = |per_s: f64| (shape.live * shape.per_job) as f64 / per_s * 1e6;
             let lag_us = |l: &mut Vec<Duration>| {
                 l.sort();
                 l.get(l.len() / 2).map_or(0, Duration::as_micros)
@@ -500,12 +491,11 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
                 backend.name(),
                 lag_us(&mut lags[0]),
                 lag_us(&mut lags[1]),
-                batch_us(&turns[1]),
-                batch_us(&turns[2])
+                batch_us(turns[1]),
+                batch_us(turns[2])
             ));
-            let limit = median(&turns[0]);
-            for (w, t) in turns.iter().enumerate().skip(1) {
-                let per_s = median(t);
+            let limit = turns[0];
+            for (w, &per_s) in turns.iter().enumerate().skip(1) {
                 out.row(&Row {
                     bench: "runner",
                     backend: backend.name().into(),
@@ -558,7 +548,7 @@ async fn history_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
             backend.name(),
             t0.elapsed().as_secs_f64()
         ));
-        let mut turns: [Vec<f64>; 2] = Default::default();
+        let mut turns: [Vec<(f64, bool)>; 2] = Default::default();
         let mut job = 0;
         for turn in 0..HISTORY_TURNS {
             // Empty first in even turns, prefilled first in odd ones.
@@ -575,7 +565,7 @@ async fn history_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
                     drop(empty);
                     per_s
                 };
-                turns[usize::from(prefilled)].push(per_s);
+                turns[usize::from(prefilled)].push((per_s, false));
             }
             job += shape.live * shape.reps;
         }
