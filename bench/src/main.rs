@@ -316,6 +316,13 @@ fn median(runs: &[(f64, bool)]) -> f64 {
     }
 }
 
+/// The middle of `xs` once sorted (the upper of the middle two for an even count), `None` if
+/// empty: the median the notes give of durations. Sorts `xs`.
+fn middle(xs: &mut [Duration]) -> Option<Duration> {
+    xs.sort();
+    xs.get(xs.len() / 2).copied()
+}
+
 /// Runs' figures from least to most, as `a ≤ b* ≤ c` (per second, rounded; `*` marks a run
 /// flagged `true`: a runner run after a slow probe of the cache line's trip).
 fn spread(xs: &mut [(f64, bool)]) -> String {
@@ -358,10 +365,10 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
     let mut probes: Vec<Duration> = (0..5)
         .filter_map(|_| line::probe(LINE_BATCHES, LINE_ROUNDS))
         .collect();
-    probes.sort();
+    let opening = middle(&mut probes);
     // The least probe seen so far: a run after a probe of `FAR` times that is marked.
     let mut least = probes.first().copied();
-    if let Some(mid) = probes.get(probes.len() / 2) {
+    if let Some(mid) = opening {
         out.note(&format!(
             "a cache line goes from one core to the other and back in {} ns (median of {} \
              probes, each the least of {LINE_BATCHES} batches of {LINE_ROUNDS} round trips): \
@@ -459,17 +466,17 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
                 spread[1],
                 spread[2]
             ));
-            row_probes.sort();
-            if let (Some(lo), Some(hi)) = (row_probes.first(), row_probes.last()) {
+            let row_median = middle(&mut row_probes);
+            if let (Some(lo), Some(hi), Some(mid)) =
+                (row_probes.first(), row_probes.last(), row_median)
+            {
                 out.note(&format!(
                     "runner {} at {live} live: the cache-line probes before its runs took \
                      {}–{} ns, median {} ns{}",
                     backend.name(),
                     lo.as_nanos(),
                     hi.as_nanos(),
-                    row_probes
-                        .get(row_probes.len() / 2)
-                        .map_or(0, Duration::as_nanos),
+                    mid.as_nanos(),
                     match turns.iter().flatten().filter(|(_, far)| *far).count() {
                         0 => String::new(),
                         n => format!(", {n} of them {FAR}× the least seen or more (*)"),
@@ -480,10 +487,7 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
             let turns = turns.map(|t| median(&t));
             // A batch's mean time, from the row's rate: its targets / per_s.
             let batch_us = |per_s: f64| (shape.live * shape.per_job) as f64 / per_s * 1e6;
-            let lag_us = |l: &mut Vec<Duration>| {
-                l.sort();
-                l.get(l.len() / 2).map_or(0, Duration::as_micros)
-            };
+            let lag_us = |l: &mut Vec<Duration>| middle(l).map_or(0, |d| d.as_micros());
             out.note(&format!(
                 "runner {} at {live} live: a batch's first target fetched {} µs (runner of 1) \
                  and {} µs (of 2) after its first submit began, of a batch of {:.0} µs and \

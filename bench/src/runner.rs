@@ -241,10 +241,9 @@ pub async fn run(
         lags.extend(first.after(t0));
     }
     runner.close().await;
-    lags.sort();
     Ok(Ran {
         per_s: shape.targets() as f64 / busy.as_secs_f64(),
-        first_fetch: lags.get(lags.len() / 2).copied().unwrap_or_default(),
+        first_fetch: crate::middle(&mut lags).unwrap_or_default(),
     })
 }
 
