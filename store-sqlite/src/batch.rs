@@ -27,14 +27,15 @@
 //!   so the next write of the batch sees it (two admits of one batch both count against the
 //!   caps). A transaction that fails (or panics) leaves the tally ahead of the rows: it is then
 //!   marked stale and read afresh from the rows before anything reads it again. The byte total
-//!   is published for evict's lock-free read before any write of a batch is answered, so a
-//!   thread that evicts right after its write sees it.
+//!   and the lease floor are published ([`Published`]) for evict's and sweep's lock-free reads
+//!   before any write of a batch is answered, so a thread that evicts or sweeps right after its
+//!   write sees it.
 //! - **Panics.** A panic while the leader runs a batch (inside SQLite or rusqlite) is caught:
 //!   the transaction is rolled back and every write of the batch not yet answered gets an
 //!   error, so no waiting thread waits for ever and the leader's own caller gets an error too.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -76,14 +77,52 @@ impl Db {
         Ok(&self.tally)
     }
 
-    /// The byte total to publish for a lock-free reader: none known (`u64::MAX`, so that the
-    /// reader takes the lock and gets the true one) while the tally is stale.
-    pub(crate) fn published_bytes(&self) -> u64 {
-        if self.stale {
-            u64::MAX
+    /// A write outside a batch (a touch) set a job's lease to `now`.
+    pub(crate) fn leased(&mut self, now: i64) {
+        self.tally.leased(now);
+    }
+}
+
+/// What the store publishes of its tally for the calls that need not wait for the connection:
+/// evict reads the byte total, sweep the lease floor ([`Tally::lease_floor`]). Published under
+/// the connection's lock as it is let go, and by a batch before it answers any of its writes,
+/// so a caller's own acknowledged write is always in what it reads next.
+#[derive(Debug)]
+pub(crate) struct Published {
+    bytes: AtomicU64,
+    lease_floor: AtomicI64,
+}
+
+impl Published {
+    pub(crate) fn new(db: &Db) -> Published {
+        let p = Published {
+            bytes: AtomicU64::new(0),
+            lease_floor: AtomicI64::new(i64::MIN),
+        };
+        p.publish(db);
+        p
+    }
+
+    /// Publishes `db`'s tally; while it is stale, values that send every reader to the
+    /// connection (`u64::MAX` bytes, over any budget; `i64::MIN` floor, below any cutoff).
+    pub(crate) fn publish(&self, db: &Db) {
+        let (bytes, floor) = if db.stale {
+            (u64::MAX, i64::MIN)
         } else {
-            self.tally.bytes
-        }
+            (db.tally.bytes, db.tally.lease_floor)
+        };
+        self.bytes.store(bytes, Ordering::Release);
+        self.lease_floor.store(floor, Ordering::Release);
+    }
+
+    /// The byte total as last published.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Acquire)
+    }
+
+    /// The lease floor as last published.
+    pub(crate) fn lease_floor(&self) -> i64 {
+        self.lease_floor.load(Ordering::Acquire)
     }
 }
 
@@ -371,7 +410,7 @@ impl Queue {
     /// sees its own write in the total). Never panics: a panic inside is caught, the
     /// transaction rolled back and the batch's writes answered with an error. `false` if the
     /// queue was empty.
-    pub(crate) fn lead(&self, db: &mut Db, published: &AtomicU64) -> bool {
+    pub(crate) fn lead(&self, db: &mut Db, published: &Published) -> bool {
         let caught = catch_unwind(AssertUnwindSafe(|| self.run_batch(db, published)));
         let took = caught.unwrap_or_else(|_| {
             // The writes the batch held were answered as their replies dropped.
@@ -387,7 +426,7 @@ impl Queue {
         took
     }
 
-    fn run_batch(&self, db: &mut Db, published: &AtomicU64) -> bool {
+    fn run_batch(&self, db: &mut Db, published: &Published) -> bool {
         let mut writes = self.take(MAX_BATCH);
         if writes.is_empty() {
             return false;
@@ -439,7 +478,7 @@ struct Segment {
 impl Segment {
     /// Runs `w` in the transaction (begun first if none is open), in a savepoint of its own
     /// unless it is the transaction's first write.
-    fn step(&mut self, db: &mut Db, w: Box<dyn Write>, published: &AtomicU64) {
+    fn step(&mut self, db: &mut Db, w: Box<dyn Write>, published: &Published) {
         if !self.open {
             if let Err(e) = exec(&db.conn, "BEGIN IMMEDIATE") {
                 // Nothing is open: this write fails alone, the next one tries again.
@@ -497,15 +536,15 @@ impl Segment {
 
     /// Ends the transaction (committed, or already gone) and answers its writes: each its own
     /// result if `failed` is `None`, else that error.
-    fn answer(&mut self, db: &Db, published: &AtomicU64, failed: Option<&StoreError>) {
+    fn answer(&mut self, db: &Db, published: &Published, failed: Option<&StoreError>) {
         self.open = false;
-        published.store(db.published_bytes(), Ordering::Release);
+        published.publish(db);
         self.ran.drain(..).for_each(|r| r.file(failed));
     }
 
     /// Rolls the transaction back (if SQLite has not) and fails every write run in it with
     /// `e`. The tally moved with them: it is read afresh before its next use.
-    fn abort(&mut self, db: &mut Db, published: &AtomicU64, e: &StoreError) {
+    fn abort(&mut self, db: &mut Db, published: &Published, e: &StoreError) {
         if !db.conn.is_autocommit() {
             let _ = db.conn.execute_batch("ROLLBACK");
         }

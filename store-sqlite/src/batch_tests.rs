@@ -3,7 +3,6 @@
 //! whole batch, stores none of it and leaves the tally true; many threads at once.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::Duration;
 
@@ -68,7 +67,7 @@ fn admit(j: NewJob) -> Call<Result<Admission, rota_core::StoreError>> {
 fn assert_tally_true(s: &SqliteStore) {
     let mut db = s.db();
     let recount = Tally::read(&db.conn).unwrap();
-    assert_eq!(*db.tally().unwrap(), recount);
+    db.tally().unwrap().assert_agrees(&recount);
 }
 
 #[test]
@@ -408,7 +407,7 @@ fn a_write_answered_by_another_threads_batch_is_in_the_total_its_evict_reads() {
     let s = Arc::new(SqliteStore::open_in_memory().unwrap());
     let j = job("a", "alice");
     assert_eq!(block_on(s.admit(&j, &CAPS)), Ok(Admission::Created));
-    let before = s.bytes.load(Ordering::Acquire);
+    let before = s.published.bytes();
     // A write queued by another thread (as `SqliteStore::write` queues it), led by this one,
     // which still holds the connection when the write is answered: the thread answered may
     // evict at once, and evict under the budget reads the published total without the lock.
@@ -424,11 +423,11 @@ fn a_write_answered_by_another_threads_batch_is_in_the_total_its_evict_reads() {
         },
         &slot,
     ));
-    assert!(s.queue.lead(&mut held, &s.bytes));
+    assert!(s.queue.lead(&mut held, &s.published));
     assert_eq!(slot.take(), Some(Ok(true)));
     let total = held.tally().unwrap().bytes;
     assert!(total >= before + 2000);
-    assert_eq!(s.bytes.load(Ordering::Acquire), total);
+    assert_eq!(s.published.bytes(), total);
 }
 
 #[test]
@@ -454,7 +453,7 @@ fn a_thread_whose_write_another_batch_did_returns_without_the_connection() {
     // This thread, still holding the connection, runs both writes: B is answered and returns
     // although the connection is still held; A (which waits for the connection) does not.
     let mut held = held;
-    assert!(s.queue.lead(&mut held, &s.bytes));
+    assert!(s.queue.lead(&mut held, &s.published));
     let b_got = b_done.recv_timeout(Duration::from_secs(20));
     assert_eq!(b_got, Ok(Ok(Admission::Created)));
     assert!(a_done.try_recv().is_err());
@@ -665,4 +664,33 @@ fn every_store_keeps_its_temporary_data_in_memory() {
             .unwrap();
         assert_eq!(mode, 2, "MEMORY");
     }
+}
+
+/// A sweep whose batch is undone (the transaction rolled back after it deleted) raised the
+/// lease floor past the jobs that are back: the floor is published as unknown until the tally
+/// is read afresh, so the next sweep goes to the connection and deletes them.
+#[test]
+fn a_sweep_undone_with_its_batch_does_not_hide_the_jobs_that_came_back() {
+    let s = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let j = job("a", "alice");
+    assert_eq!(block_on(s.admit(&j, &CAPS)), Ok(Admission::Created));
+    assert_eq!(
+        block_on(s.set_status(&j.id, JobStatus::Done, "", 10)),
+        Ok(true)
+    );
+    assert_eq!(s.published.lease_floor(), 10);
+    let sweep: Call<Result<Admission, rota_core::StoreError>> = Box::new(|s: &SqliteStore| {
+        s.write(|conn, tally| ops::sweep(conn, tally, 100, 10).map(|_| Admission::Busy))
+    });
+    let got = batched(&s, vec![sweep, rolls_back_all(false)]);
+    assert!(got.iter().all(Result::is_err), "{got:?}");
+    assert!(
+        block_on(s.job(&j.id)).unwrap().is_some(),
+        "the delete is undone"
+    );
+    assert_eq!(s.published.lease_floor(), i64::MIN, "unknown while stale");
+    assert_eq!(block_on(s.sweep(100, 10)), Ok(1));
+    assert_eq!(block_on(s.job(&j.id)).unwrap(), None);
+    assert_eq!(s.published.lease_floor(), i64::MAX, "no terminal job left");
+    assert_tally_true(&s);
 }

@@ -15,7 +15,7 @@ use rota_core::{
     Admission, CallerClass, Caps, JobRow, JobStatus, NewJob, StoreError, TargetRow, TargetState,
     TargetWrite, may_transition, reusable,
 };
-use rusqlite::types::Type;
+use rusqlite::types::{Type, Value};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::error::{BadName, ctx, undecodable};
@@ -66,6 +66,8 @@ const EVICT_OLDEST: &str = concat!(
     terminal!(),
     " ORDER BY created_at, id LIMIT 1 OFFSET ?1"
 );
+/// The oldest lease of a terminal job: see [`oldest_terminal_lease`].
+const OLDEST_LEASE: &str = concat!("SELECT min(lease) FROM jobs WHERE ", terminal!());
 const RECOVER: &str = concat!(
     "UPDATE jobs SET status = 'failed', error = ?1, lease = ?2 WHERE ",
     live!()
@@ -81,7 +83,7 @@ const LIVE_BY_CALLER: &str = concat!(
 /// has its tally read afresh from the rows, see `batch`): the file
 /// has one owner, so no other writer can change it, and no write pays for a counter row, nor
 /// a cap check for a count over the live jobs.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Tally {
     /// The sum of every job's `n_bytes` (one that is not an integer, a damaged row's, left out).
     pub(crate) bytes: u64,
@@ -90,6 +92,25 @@ pub(crate) struct Tally {
     pub(crate) live: usize,
     /// The number of live jobs of each caller that has any.
     pub(crate) live_by_caller: HashMap<String, usize>,
+    /// At most the lease of every terminal job the sweep could delete (`i64::MAX` if there is
+    /// none): a sweep whose cutoff is at or below it has nothing to do, and need not wait for
+    /// the connection (see [`SqliteStore::sweep`](crate::SqliteStore)). Exact when read from the
+    /// rows and after a sweep; lowered to `now` by every write that sets a lease (a target
+    /// write, a status change, a touch, recovery: the only ways a job becomes terminal or a
+    /// terminal job's lease moves), so it may then be below the oldest lease, never above it.
+    pub(crate) lease_floor: i64,
+}
+
+impl Default for Tally {
+    /// The tally of an empty store.
+    fn default() -> Tally {
+        Tally {
+            bytes: 0,
+            live: 0,
+            live_by_caller: HashMap::new(),
+            lease_floor: i64::MAX,
+        }
+    }
 }
 
 impl Tally {
@@ -120,7 +141,13 @@ impl Tally {
             bytes,
             live: live_by_caller.values().sum(),
             live_by_caller,
+            lease_floor: oldest_terminal_lease(conn)?,
         })
+    }
+
+    /// A write set a job's lease to `now` (see [`Tally::lease_floor`]).
+    pub(crate) fn leased(&mut self, now: i64) {
+        self.lease_floor = self.lease_floor.min(now);
     }
 
     /// The live jobs of `caller`, or of all callers.
@@ -435,6 +462,7 @@ pub(crate) fn start_target(
     let running = Some(JobStatus::Running);
     let (row, delta, ended) = store_target(conn, at, &TargetWrite::Running, now, running, WHAT)?;
     tally.move_bytes(delta);
+    tally.leased(now);
     if let Some(caller) = ended {
         tally.job_ended(&caller);
     }
@@ -456,6 +484,7 @@ pub(crate) fn finish_target(
     };
     let (_, delta, ended) = store_target(conn, at, write, now, finish, WHAT)?;
     tally.move_bytes(delta);
+    tally.leased(now);
     if let Some(caller) = ended {
         tally.job_ended(&caller);
     }
@@ -495,6 +524,7 @@ pub(crate) fn set_status(
     if from.is_live() && status.is_terminal() {
         tally.job_ended(&caller);
     }
+    tally.leased(now);
     Ok(true)
 }
 
@@ -526,16 +556,17 @@ pub(crate) fn sweep(
             }
         }
     }
-    if due.is_empty() {
-        return Ok(0);
-    }
     let mut freed = 0;
     for &(seq, n_bytes) in &due {
         delete(conn, seq, WHAT)?;
         freed += i128::from(n_bytes);
     }
+    // The floor made exact again: the next sweeps with a cutoff at or below it skip the
+    // connection. (One lookup in the `jobs_sweep` index.)
+    let floor = oldest_terminal_lease(conn)?;
     // Only terminal jobs are swept: the live counts stay.
     tally.move_bytes(-freed);
+    tally.lease_floor = floor;
     Ok(due.len())
 }
 
@@ -610,7 +641,49 @@ pub(crate) fn recover(
         .map_err(ctx("recovering live jobs"))?;
     tally.live = 0;
     tally.live_by_caller.clear();
+    if n > 0 {
+        tally.leased(now);
+    }
     Ok(n)
+}
+
+/// The oldest lease a sweep could find due ([`Tally::lease_floor`], exact): the least number
+/// in the lease column of the terminal jobs, rounded down, or `i64::MAX` if none has one. A
+/// lease that is not a number (a damaged row's) is never below a sweep's cutoff, since SQLite
+/// orders every number before any text or blob, and a NULL is never compared true: such a row
+/// is never due, and is left out here.
+fn oldest_terminal_lease(conn: &Connection) -> Result<i64, StoreError> {
+    let oldest: Value = conn
+        .prepare_cached(OLDEST_LEASE)
+        .and_then(|mut s| s.query_row([], |r| r.get(0)))
+        .map_err(ctx("finding the oldest lease"))?;
+    Ok(match oldest {
+        Value::Integer(n) => n,
+        // A damaged row's real number: the integer at or below it (saturating).
+        Value::Real(x) => x.floor() as i64,
+        Value::Null | Value::Text(_) | Value::Blob(_) => i64::MAX,
+    })
+}
+
+#[cfg(test)]
+impl Tally {
+    /// A kept tally is true to `recount` (one read afresh from the rows): the same counts, and
+    /// a lease floor at or below the exact one.
+    pub(crate) fn assert_agrees(&self, recount: &Tally) {
+        let floor = self.lease_floor;
+        assert!(
+            floor <= recount.lease_floor,
+            "lease floor {floor} above the oldest terminal lease {}",
+            recount.lease_floor
+        );
+        assert_eq!(
+            &Tally {
+                lease_floor: recount.lease_floor,
+                ..self.clone()
+            },
+            recount
+        );
+    }
 }
 
 /// `total` moved by `delta`, never below 0.
@@ -677,7 +750,7 @@ mod tests {
             ttl_secs: 10,
         };
         let check = |conn: &Connection, tally: &Tally, live: usize, a: usize, b: usize| {
-            assert_eq!(*tally, Tally::read(conn).unwrap());
+            tally.assert_agrees(&Tally::read(conn).unwrap());
             assert_eq!(
                 (
                     tally.live_of(None),
@@ -753,6 +826,7 @@ mod tests {
             (TARGETS, "sqlite_autoindex_targets_1"),
             (LOCATE, "sqlite_autoindex_targets_1"),
             (SWEEP_DUE, "jobs_sweep"),
+            (OLDEST_LEASE, "jobs_sweep"),
             (EVICT_OLDEST, "jobs_evict"),
             (RECOVER, "jobs_live"),
             (LIVE_BY_CALLER, "jobs_live"),

@@ -3,7 +3,6 @@
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
@@ -13,7 +12,7 @@ use rota_core::{
 };
 use rusqlite::Connection;
 
-use crate::batch::{self, Db, Op, Queue, Slot};
+use crate::batch::{self, Db, Op, Published, Queue, Slot};
 use crate::open::{self, Claim};
 use crate::ops::{self, Tally};
 
@@ -50,6 +49,10 @@ pub struct SqliteOptions {
 ///   submit beside them) share one transaction and one commit: the thread that has the
 ///   connection runs the others' queued writes too, each in a savepoint of its own, so one that
 ///   fails is rolled back alone. One thread writing alone makes one commit per write, as before.
+/// - **Housekeeping without the connection when there is nothing to do.** The byte total and a
+///   bound on the oldest terminal lease are kept in memory (the file has one owner): evict
+///   under the budget and a sweep with nothing due (after every stored target, after every
+///   admit) answer without waiting for a writing thread.
 /// - **One owner.** While a store is open, opening its file again, from this process or any
 ///   other, fails with [`StoreError::InUse`]; it succeeds once the store is dropped (or its
 ///   process has died).
@@ -72,10 +75,11 @@ pub struct SqliteStore {
     // Field order is drop order: the connection closes (releasing the file's lock) before the
     // claim lets another open in this process try.
     db: Mutex<Db>,
-    /// The tally's byte total as of the last batch or release of `db`, so that evict under the
-    /// budget (after every stored target) need not wait for the connection: see [`DbGuard`] and
-    /// `batch` (a batch publishes it before it answers its writes).
-    pub(crate) bytes: AtomicU64,
+    /// The tally's byte total and lease floor as of the last batch or release of `db`, so that
+    /// evict under the budget (after every stored target) and sweep with nothing due (after
+    /// every admit) need not wait for the connection: see [`DbGuard`] and `batch` (a batch
+    /// publishes them before it answers its writes).
+    pub(crate) published: Published,
     /// The writes waiting for a batch: see `batch`.
     pub(crate) queue: Queue,
     _claim: Option<Claim>,
@@ -109,7 +113,7 @@ impl SqliteStore {
 
     fn new(db: Db, claim: Option<Claim>) -> SqliteStore {
         SqliteStore {
-            bytes: AtomicU64::new(db.published_bytes()),
+            published: Published::new(&db),
             db: Mutex::new(db),
             queue: Queue::default(),
             _claim: claim,
@@ -128,7 +132,7 @@ impl SqliteStore {
     pub(crate) fn db(&self) -> DbGuard<'_> {
         DbGuard {
             db: lock_adaptive(&self.db),
-            bytes: &self.bytes,
+            published: &self.published,
         }
     }
 
@@ -150,19 +154,20 @@ impl SqliteStore {
             // Each batch takes at least one write, and this one stays queued until a batch
             // of this thread takes it: this ends. The connection is let go (publishing the
             // total) before the lead is.
-            while !slot.is_done() && self.queue.lead(&mut db, &self.bytes) {}
+            while !slot.is_done() && self.queue.lead(&mut db, &self.published) {}
         }
         slot.take().unwrap_or_else(|| Err(batch::lost()))
     }
 }
 
-/// The connection, locked; on release it publishes the tally's byte total (still under the
-/// lock, so the totals published are in the order of the writes). A caller's own write is
-/// therefore in the total its next [`evict`](BatchStore::evict) reads without the lock; a write
-/// another thread is making at that moment is seen by that thread's own evict.
+/// The connection, locked; on release it publishes the tally's byte total and lease floor
+/// (still under the lock, so what is published is in the order of the writes). A caller's own
+/// write is therefore in what its next [`evict`](BatchStore::evict) or
+/// [`sweep`](BatchStore::sweep) reads without the lock; a write another thread is making at
+/// that moment is seen by that thread's own calls.
 pub(crate) struct DbGuard<'a> {
     db: MutexGuard<'a, Db>,
-    bytes: &'a AtomicU64,
+    published: &'a Published,
 }
 
 impl Deref for DbGuard<'_> {
@@ -180,8 +185,7 @@ impl DerefMut for DbGuard<'_> {
 
 impl Drop for DbGuard<'_> {
     fn drop(&mut self) {
-        self.bytes
-            .store(self.db.published_bytes(), Ordering::Release);
+        self.published.publish(&self.db);
     }
 }
 
@@ -302,17 +306,30 @@ impl BatchStore for SqliteStore {
     }
 
     async fn touch(&self, id: &str, now: i64) -> Result<bool, StoreError> {
-        ops::touch(&self.db().conn, id, now)
+        let mut db = self.db();
+        let touched = ops::touch(&db.conn, id, now)?;
+        if touched {
+            // Published as `db` is let go, before this returns.
+            db.leased(now);
+        }
+        Ok(touched)
     }
 
     async fn sweep(&self, now: i64, ttl_secs: i64) -> Result<usize, StoreError> {
+        // Nothing due (the common case, after every admit): no job the sweep could delete has
+        // a lease below the published floor, so none is below a cutoff at or under it. No
+        // wait for the connection, which a worker storing a target may hold.
+        let cutoff = now.saturating_sub(ttl_secs);
+        if cutoff <= self.published.lease_floor() {
+            return Ok(0);
+        }
         self.write(move |conn, tally| ops::sweep(conn, tally, now, ttl_secs))
     }
 
     async fn evict(&self, max_bytes: u64) -> Result<usize, StoreError> {
         // Under the budget (the common case, after every stored target): no wait for the
         // connection, which another worker may hold.
-        if self.bytes.load(Ordering::Acquire) <= max_bytes {
+        if self.published.bytes() <= max_bytes {
             return Ok(0);
         }
         self.write(move |conn, tally| ops::evict(conn, tally, max_bytes))
@@ -430,6 +447,88 @@ mod tests {
         assert_eq!(s.evict(total - 1).await.unwrap(), 0);
     }
 
+    #[tokio::test]
+    async fn sweep_with_nothing_due_does_not_wait_for_the_connection() {
+        let s = Arc::new(SqliteStore::open_in_memory().unwrap());
+        s.admit(&job_of("a", 10), &CAPS).await.unwrap();
+        assert!(s.set_status("a", JobStatus::Done, "", 50).await.unwrap());
+        // Another thread holds the connection while this one sweeps with a cutoff (49) under
+        // the only terminal lease (50).
+        let (held_tx, held) = mpsc::channel();
+        let (release_tx, release) = mpsc::channel::<()>();
+        let holder = {
+            let s = s.clone();
+            thread::spawn(move || {
+                let _db = s.db();
+                held_tx.send(()).unwrap();
+                release.recv().unwrap();
+            })
+        };
+        held.recv().unwrap();
+        let (done_tx, done) = mpsc::channel();
+        {
+            let s = s.clone();
+            thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .unwrap();
+                let _ = done_tx.send(rt.block_on(s.sweep(59, 10)));
+            });
+        }
+        // Had it waited for the connection, it would still be waiting when this gives up.
+        let swept = done.recv_timeout(Duration::from_secs(30));
+        release_tx.send(()).unwrap();
+        holder.join().unwrap();
+        assert!(matches!(swept, Ok(Ok(0))), "{swept:?}");
+        // A cutoff past the lease (51 > 50) takes the connection and deletes.
+        assert_eq!(s.sweep(61, 10).await.unwrap(), 1);
+        assert_eq!(s.job("a").await.unwrap(), None);
+    }
+
+    /// Every write that sets a lease lowers the published floor to its `now`, even a `now`
+    /// earlier than the floor (a clock set back; an embedder's own times): a sweep after it
+    /// finds the job due at that lease, where the floor before it would have skipped.
+    #[tokio::test]
+    async fn every_write_that_sets_a_lease_lowers_the_floor_sweep_skips_below() {
+        let done = TargetWrite::Done { result: "r".into() };
+        for what in ["touch", "finish_target", "start_target"] {
+            let s = SqliteStore::open_in_memory().unwrap();
+            s.admit(&job_of("a", 10), &CAPS).await.unwrap();
+            assert!(s.set_status("a", JobStatus::Done, "", 1_000).await.unwrap());
+            assert_eq!(s.published.lease_floor(), 1_000, "{what}");
+            // Nothing is due at 1 005 with a ttl of 10: skipped, and rightly.
+            assert_eq!(s.sweep(1_005, 10).await.unwrap(), 0, "{what}");
+            // The terminal job's lease set back to 100: due at 1 005.
+            let wrote = match what {
+                "touch" => s.touch("a", 100).await.unwrap(),
+                "finish_target" => s.finish_target("a", 0, &done, 100, None).await.unwrap(),
+                _ => s.start_target("a", 0, 100).await.unwrap().is_some(),
+            };
+            assert!(wrote, "{what}");
+            assert_eq!(s.published.lease_floor(), 100, "{what}");
+            assert_eq!(s.sweep(1_005, 10).await.unwrap(), 1, "{what}");
+            assert_eq!(s.job("a").await.unwrap(), None, "{what}");
+            assert_eq!(s.published.lease_floor(), i64::MAX, "{what}");
+        }
+        // A job ended by a status change or by recovery at an earlier `now` than the floor.
+        let s = SqliteStore::open_in_memory().unwrap();
+        for (id, status, now) in [
+            ("b", JobStatus::Done, 1_000),
+            ("c", JobStatus::Cancelled, 200),
+        ] {
+            s.admit(&job_of(id, 10), &CAPS).await.unwrap();
+            assert!(s.set_status(id, status, "", now).await.unwrap());
+        }
+        assert_eq!(s.published.lease_floor(), 200);
+        s.admit(&job_of("d", 10), &CAPS).await.unwrap();
+        assert_eq!(s.recover("interrupted", 100).await.unwrap(), 1);
+        assert_eq!(s.published.lease_floor(), 100);
+        // Due: d (100) and c (200) at a cutoff of 500; b (1 000) stays, and is the floor.
+        assert_eq!(s.sweep(510, 10).await.unwrap(), 2);
+        assert_eq!(s.published.lease_floor(), 1_000);
+        assert!(s.job("b").await.unwrap().is_some());
+    }
+
     /// The `PRAGMA synchronous` of the store's connection.
     fn synchronous(s: &SqliteStore) -> i64 {
         s.db()
@@ -476,7 +575,7 @@ mod tests {
     #[tokio::test]
     async fn the_published_total_follows_every_write() {
         let s = SqliteStore::open_in_memory().unwrap();
-        let published = || s.bytes.load(Ordering::Acquire);
+        let published = || s.published.bytes();
         assert_eq!(published(), 0);
         s.admit(&job_of("a", 10), &CAPS).await.unwrap();
         assert_eq!(published(), 12);
