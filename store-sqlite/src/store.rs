@@ -410,13 +410,13 @@ mod tests {
         ttl_secs: 100,
     };
 
-    #[tokio::test]
-    async fn evict_under_the_budget_does_not_wait_for_the_connection() {
-        let s = Arc::new(SqliteStore::open_in_memory().unwrap());
-        s.admit(&job_of("a", 100), &CAPS).await.unwrap();
-        let total = s.total_bytes().await.unwrap();
-        assert_eq!(total, 102);
-        // Another thread holds the connection while this one evicts under the budget.
+    /// Runs `call` on a thread of its own while another thread holds the connection, and
+    /// gives its answer, or `Err` if it had none after 30 s (it was waiting for the
+    /// connection); the connection is let go before this returns.
+    fn while_the_connection_is_held<T: Send + 'static>(
+        s: &Arc<SqliteStore>,
+        call: impl FnOnce(&SqliteStore) -> T + Send + 'static,
+    ) -> Result<T, mpsc::RecvTimeoutError> {
         let (held_tx, held) = mpsc::channel();
         let (release_tx, release) = mpsc::channel::<()>();
         let holder = {
@@ -432,16 +432,30 @@ mod tests {
         {
             let s = s.clone();
             thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .build()
-                    .unwrap();
-                let _ = done_tx.send(rt.block_on(s.evict(total)));
+                let _ = done_tx.send(call(&s));
             });
         }
         // Had it waited for the connection, it would still be waiting when this gives up.
-        let evicted = done.recv_timeout(Duration::from_secs(30));
+        let answer = done.recv_timeout(Duration::from_secs(30));
         release_tx.send(()).unwrap();
         holder.join().unwrap();
+        answer
+    }
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    #[tokio::test]
+    async fn evict_under_the_budget_does_not_wait_for_the_connection() {
+        let s = Arc::new(SqliteStore::open_in_memory().unwrap());
+        s.admit(&job_of("a", 100), &CAPS).await.unwrap();
+        let total = s.total_bytes().await.unwrap();
+        assert_eq!(total, 102);
+        let evicted = while_the_connection_is_held(&s, move |s| block_on(s.evict(total)));
         assert!(matches!(evicted, Ok(Ok(0))), "{evicted:?}");
         // Over the budget, evict takes the connection and deletes (the job is live: nothing).
         assert_eq!(s.evict(total - 1).await.unwrap(), 0);
@@ -452,33 +466,8 @@ mod tests {
         let s = Arc::new(SqliteStore::open_in_memory().unwrap());
         s.admit(&job_of("a", 10), &CAPS).await.unwrap();
         assert!(s.set_status("a", JobStatus::Done, "", 50).await.unwrap());
-        // Another thread holds the connection while this one sweeps with a cutoff (49) under
-        // the only terminal lease (50).
-        let (held_tx, held) = mpsc::channel();
-        let (release_tx, release) = mpsc::channel::<()>();
-        let holder = {
-            let s = s.clone();
-            thread::spawn(move || {
-                let _db = s.db();
-                held_tx.send(()).unwrap();
-                release.recv().unwrap();
-            })
-        };
-        held.recv().unwrap();
-        let (done_tx, done) = mpsc::channel();
-        {
-            let s = s.clone();
-            thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .build()
-                    .unwrap();
-                let _ = done_tx.send(rt.block_on(s.sweep(59, 10)));
-            });
-        }
-        // Had it waited for the connection, it would still be waiting when this gives up.
-        let swept = done.recv_timeout(Duration::from_secs(30));
-        release_tx.send(()).unwrap();
-        holder.join().unwrap();
+        // A cutoff (49) under the only terminal lease (50).
+        let swept = while_the_connection_is_held(&s, |s| block_on(s.sweep(59, 10)));
         assert!(matches!(swept, Ok(Ok(0))), "{swept:?}");
         // A cutoff past the lease (51 > 50) takes the connection and deletes.
         assert_eq!(s.sweep(61, 10).await.unwrap(), 1);
