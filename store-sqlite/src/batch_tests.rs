@@ -32,7 +32,8 @@ fn job(id: &str, caller: &str) -> NewJob {
     }
 }
 
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
+/// Runs `f` to its end on a runtime of its own (for a thread that has none).
+pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap()

@@ -356,6 +356,7 @@ mod tests {
     use std::thread;
 
     use super::*;
+    use crate::batch_tests::block_on;
 
     #[test]
     fn the_adaptive_lock_waits_out_a_short_hold_and_a_long_one() {
@@ -440,13 +441,6 @@ mod tests {
         release_tx.send(()).unwrap();
         holder.join().unwrap();
         answer
-    }
-
-    fn block_on<F: std::future::Future>(f: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(f)
     }
 
     #[tokio::test]
