@@ -33,6 +33,10 @@
 //! - **Panics.** A panic while the leader runs a batch (inside SQLite or rusqlite) is caught:
 //!   the transaction is rolled back and every write of the batch not yet answered gets an
 //!   error, so no waiting thread waits for ever and the leader's own caller gets an error too.
+//! - **A `ROLLBACK` that fails** (an I/O error) leaves the failed transaction open: it is rolled
+//!   back again before the connection's next use and before each new transaction
+//!   ([`Db::end_stray_transaction`]), so its writes are never read or committed later and the
+//!   store's writes do not all fail on `BEGIN` from then on.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -65,6 +69,19 @@ impl Db {
             conn,
             tally,
             stale: false,
+        }
+    }
+
+    /// Rolls back a transaction left open on the connection by an earlier failure (a
+    /// `ROLLBACK` that failed after a failed batch): its writes were answered with errors, so
+    /// they must be neither read nor committed with the next batch, and until it ends every
+    /// batch's `BEGIN` would fail. The tally may have moved with them: it is read afresh. If
+    /// this `ROLLBACK` fails too, the next use of the connection (or the next transaction of a
+    /// batch) tries again.
+    pub(crate) fn end_stray_transaction(&mut self) {
+        if !self.conn.is_autocommit() {
+            self.stale = true;
+            let _ = self.conn.execute_batch("ROLLBACK");
         }
     }
 
@@ -431,6 +448,8 @@ impl Queue {
         if writes.is_empty() {
             return false;
         }
+        // (A batch that failed before this one, under the same lock, may have left one open.)
+        db.end_stray_transaction();
         if let Err(e) = db.tally() {
             writes.into_iter().for_each(|w| w.fail(&e));
             return true;
@@ -480,6 +499,8 @@ impl Segment {
     /// unless it is the transaction's first write.
     fn step(&mut self, db: &mut Db, w: Box<dyn Write>, published: &Published) {
         if !self.open {
+            // (This batch's transaction before this one may have failed and left it open.)
+            db.end_stray_transaction();
             if let Err(e) = exec(&db.conn, "BEGIN IMMEDIATE") {
                 // Nothing is open: this write fails alone, the next one tries again.
                 w.fail(&e);

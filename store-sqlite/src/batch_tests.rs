@@ -543,6 +543,32 @@ fn said<T: std::fmt::Debug>(r: Result<T, rota_core::StoreError>) -> Result<Strin
     r.map(|v| format!("{v:?}")).map_err(|e| e.to_string())
 }
 
+/// A transaction left open on the connection, with a write in it, as a `ROLLBACK` that failed
+/// after a failed batch leaves it: the next use of the connection rolls it back, so a read does
+/// not see that write, the next batch neither fails on its `BEGIN` nor commits it, and the
+/// tally stays true.
+#[test]
+fn a_transaction_left_open_is_rolled_back_before_the_connection_is_used_again() {
+    let s = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let a = job("a", "ann");
+    assert_eq!(block_on(s.admit(&a, &CAPS)).unwrap(), Admission::Created);
+    {
+        let db = s.db();
+        db.conn
+            .execute_batch("BEGIN IMMEDIATE; DELETE FROM targets;")
+            .unwrap();
+        assert!(!db.conn.is_autocommit());
+    }
+    assert_eq!(block_on(s.targets(&a.id)).unwrap().len(), 2);
+    let b = job("b", "bob");
+    assert_eq!(block_on(s.admit(&b, &CAPS)).unwrap(), Admission::Created);
+    assert_eq!(block_on(s.targets(&b.id)).unwrap().len(), 2);
+    assert_eq!(block_on(s.targets(&a.id)).unwrap().len(), 2);
+    assert!(s.db().conn.is_autocommit());
+    assert_tally_true(&s);
+    s.integrity_check().unwrap();
+}
+
 /// After a transaction of a batch is rolled back, the writes after it (in a new transaction of
 /// the same batch) count on the rows, not on the tally the undone writes had moved: a cancel
 /// undone with its transaction frees no room under `jobs_total` for the admit after it.

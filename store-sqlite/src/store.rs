@@ -128,10 +128,13 @@ impl SqliteStore {
 
     /// The connection. A panic under the lock can only come from inside rusqlite, and a
     /// transaction it interrupted is rolled back when its guard drops, so a poisoned lock still
-    /// guards a consistent database and is taken over.
+    /// guards a consistent database and is taken over. A transaction an earlier failure left
+    /// open is rolled back first (see [`Db::end_stray_transaction`]).
     pub(crate) fn db(&self) -> DbGuard<'_> {
+        let mut db = lock_adaptive(&self.db);
+        db.end_stray_transaction();
         DbGuard {
-            db: lock_adaptive(&self.db),
+            db,
             published: &self.published,
         }
     }
