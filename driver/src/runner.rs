@@ -1018,9 +1018,11 @@ impl Inner {
         Ok(())
     }
 
-    /// Makes the status writes that failed again, in order, until one fails again: that one
-    /// and the rest stay for the next time (a store still failing costs one call, not one per
-    /// waiting write). If this future is dropped midway, the writes not yet made stay too.
+    /// Makes the status writes that failed again, each once, in order: those that fail again
+    /// stay, in order, for the next time, so a write that keeps failing (a job whose row the
+    /// store cannot write) holds up none behind it. A store still failing costs one call per
+    /// kept write (only jobs the runner ended while the store failed their write are kept).
+    /// If this future is dropped midway, the writes not yet made stay too.
     async fn settle(&self) {
         if !self.unsettled_any.load(Ordering::SeqCst) {
             return;
@@ -1031,13 +1033,16 @@ impl Inner {
             self.unsettled_any.store(false, Ordering::SeqCst);
             kept.due.extend(u.drain(..));
         }
-        while let Some(w) = kept.due.front() {
+        // Those before `next` failed again; `next` and those after it are not yet tried.
+        let mut next = 0;
+        while let Some(w) = kept.due.get(next) {
             if let Err(e) = self.write_status(&w.id, w.status, &w.error).await {
                 debug!(job = %w.id, status = %w.status, error = %e, "status write failed again");
-                return;
+                next += 1;
+            } else {
+                debug!(job = %w.id, status = %w.status, "status written again");
+                kept.due.remove(next);
             }
-            debug!(job = %w.id, status = %w.status, "status written again");
-            kept.due.pop_front();
         }
     }
 

@@ -13,8 +13,8 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use rota_core::{
@@ -146,6 +146,8 @@ pub struct FaultyStore<S: ?Sized> {
     late: AtomicBool,
     calls: AtomicU64,
     injected: AtomicU64,
+    /// Jobs every `set_status` of which fails.
+    status_fails_of: Mutex<Vec<String>>,
 }
 
 impl<S: BatchStore> FaultyStore<S> {
@@ -167,6 +169,7 @@ impl<S: BatchStore + ?Sized> FaultyStore<S> {
             late: AtomicBool::new(false),
             calls: AtomicU64::new(0),
             injected: AtomicU64::new(0),
+            status_fails_of: Mutex::new(Vec::new()),
         }
     }
 
@@ -204,11 +207,25 @@ impl<S: BatchStore + ?Sized> FaultyStore<S> {
         self.countdown.store(n.min(OFF - 1), SeqCst);
     }
 
-    /// Clears every fault: no operation is set to fail or panic and the countdown is off.
+    /// Makes every `set_status` of job `id` fail (as a store fails a job whose row it cannot
+    /// write), until [`heal_all`](Self::heal_all); other jobs' status writes are not touched.
+    pub fn fail_status_writes_of(&self, id: &str) {
+        self.status_fails_of().push(id.to_owned());
+    }
+
+    /// Clears every fault: no operation is set to fail or panic, no job's status writes fail
+    /// and the countdown is off.
     pub fn heal_all(&self) {
         self.failing.store(0, SeqCst);
         self.panicking.store(0, SeqCst);
         self.countdown.store(OFF, SeqCst);
+        self.status_fails_of().clear();
+    }
+
+    fn status_fails_of(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+        self.status_fails_of
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Sets when a fault strikes (default [`Timing::Before`]).
@@ -255,6 +272,15 @@ impl<S: BatchStore + ?Sized> FaultyStore<S> {
         if !self.strikes(op) {
             return fut.await;
         }
+        self.fault(op, fut).await
+    }
+
+    /// Fails this call of `op` (whose wrapped call is `fut`), counting it as injected.
+    async fn fault<T>(
+        &self,
+        op: Op,
+        fut: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
         self.injected.fetch_add(1, SeqCst);
         if self.late.load(SeqCst) {
             // The effect stays; only the answer is lost.
@@ -286,6 +312,13 @@ impl<S: ?Sized> fmt::Debug for FaultyStore<S> {
             .field("late", &self.late.load(SeqCst))
             .field("calls", &self.calls.load(SeqCst))
             .field("injected", &self.injected.load(SeqCst))
+            .field(
+                "status_fails_of",
+                &*self
+                    .status_fails_of
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -338,6 +371,10 @@ impl<S: BatchStore + ?Sized> BatchStore for FaultyStore<S> {
         now: i64,
     ) -> Result<bool, StoreError> {
         let fut = self.inner.set_status(id, status, error, now);
+        if self.status_fails_of().iter().any(|j| j == id) {
+            self.calls.fetch_add(1, SeqCst);
+            return self.fault(Op::SetStatus, fut).await;
+        }
         self.call(Op::SetStatus, fut).await
     }
 

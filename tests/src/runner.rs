@@ -158,6 +158,7 @@ macro_rules! runner_tests {
                 a_failing_start_target_is_logged_at_warn_and_the_job_goes_on,
                 a_failing_set_status_is_logged_at_warn_and_survived,
                 a_cancel_whose_status_write_fails_is_written_again_and_frees_the_cap,
+                a_status_write_that_keeps_failing_holds_up_no_other,
                 a_panicking_store_call_is_an_error_and_stops_no_worker,
                 close_never_waits_on_a_submit_whose_caller_stopped_polling,
                 a_close_cut_short_by_its_runtimes_shutdown_lets_a_later_close_return,
@@ -4223,6 +4224,53 @@ pub async fn a_cancel_whose_status_write_fails_is_written_again_and_frees_the_ca
         after,
         Some(JobStatus::Cancelled),
         "a's status was not written again"
+    );
+    Ok(())
+}
+
+/// A status write that keeps failing (a job whose row the store cannot write) holds up no
+/// other: a cancel of another job whose write failed once, kept behind it, is written the next
+/// time the runner makes its kept writes (here, before the next submit's admit), and its
+/// caller's cap is free for that admit.
+pub async fn a_status_write_that_keeps_failing_holds_up_no_other(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let (f, dyn_store) = faulty(store);
+    let cfg = Config {
+        jobs_per_caller: 1,
+        ..config()
+    };
+    let r = rig(dyn_store, Probe::new(), cfg).await?;
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 2).await?;
+    let b = r.submit("bob", "b", 2).await?;
+    r.started(&url("a", 0), 1).await?;
+    // a's status writes fail for good; b's first one fails, as in a blip of the whole store.
+    f.fail_status_writes_of(&a);
+    assert!(r.runner.cancel(&a).await, "a was live");
+    f.fail(Op::SetStatus);
+    assert!(r.runner.cancel(&b).await, "b was live");
+    f.heal(Op::SetStatus);
+    let c = r.submit_targets("bob", targets("c", 1)).await;
+    let (a_left, b_after) = (
+        f.inner().job(&a).await?.map(|j| j.status),
+        f.inner().job(&b).await?.map(|j| j.status),
+    );
+    f.heal_all();
+    r.probe.release_all();
+    r.close().await?;
+    assert!(
+        a_left.is_some_and(JobStatus::is_live),
+        "a's writes were to fail: {a_left:?}"
+    );
+    assert_eq!(
+        b_after,
+        Some(JobStatus::Cancelled),
+        "b's cancel, kept behind a's, was not written again"
+    );
+    assert!(
+        c.is_ok(),
+        "bob's cap is still held by the cancelled b: {c:?}"
     );
     Ok(())
 }

@@ -67,6 +67,51 @@ async fn a_chosen_operation_fails_without_effect_until_healed() -> Result<(), St
 }
 
 #[tokio::test]
+async fn one_jobs_status_writes_fail_without_effect_and_no_others_until_healed()
+-> Result<(), StoreError> {
+    let store = faulty();
+    let (a, b) = (
+        new_job(1, "alice", "k", 1, T0),
+        new_job(2, "bob", "k", 1, T0),
+    );
+    for j in [&a, &b] {
+        assert_eq!(store.admit(j, &ROOMY).await?, Admission::Created);
+    }
+    store.fail_status_writes_of(&a.id);
+    must_fail(
+        store
+            .set_status(&a.id, JobStatus::Cancelled, "", T0 + 1)
+            .await,
+        Op::SetStatus,
+    );
+    assert_eq!(
+        store.inner().job(&a.id).await?.map(|r| (r.status, r.lease)),
+        Some((JobStatus::Queued, T0))
+    );
+    assert!(store.touch(&a.id, T0 + 2).await?, "a's other ops work");
+    assert!(
+        store
+            .set_status(&b.id, JobStatus::Cancelled, "", T0 + 3)
+            .await?,
+        "b's status writes work"
+    );
+    assert_eq!((store.calls(), store.injected()), (5, 1));
+    store.heal_all();
+    assert!(
+        store
+            .set_status(&a.id, JobStatus::Cancelled, "", T0 + 4)
+            .await?
+    );
+    for j in [&a, &b] {
+        assert_eq!(
+            store.job(&j.id).await?.map(|r| r.status),
+            Some(JobStatus::Cancelled)
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
 async fn every_operation_can_be_failed() -> Result<(), StoreError> {
     let store = faulty();
     for &op in Op::ALL {
@@ -166,7 +211,7 @@ async fn it_wraps_a_shared_dyn_store_and_shows_its_switches() -> Result<(), Stor
         format!("{store:?}"),
         concat!(
             "FaultyStore { failing: [Admit], panicking: [], countdown: Some(5), late: false, calls: 1, ",
-            "injected: 1, .. }"
+            "injected: 1, status_fails_of: [], .. }"
         )
     );
     assert_eq!(
