@@ -60,6 +60,11 @@ pub struct SqliteOptions {
 ///   program's database, a SQLite database with no rota schema, a truncated store) fails with
 ///   [`StoreError::Corrupt`], one of another schema version with [`StoreError::Version`], and
 ///   the file is left byte for byte as it was. A missing or 0-byte file is a new store.
+/// - **A value of 1 GB or more is refused.** SQLite stores no string of 1 000 000 000 bytes or
+///   more (its compile-time `SQLITE_MAX_LENGTH`, which a connection can lower but not raise):
+///   an admit with such a url or options, or a `finish_target` with such a result, fails
+///   ("string or blob too big") and changes nothing, the finish status it carried included
+///   (the runner then ends that job `failed`). The memory and redb stores take such a value.
 ///
 /// **Threads.** `rusqlite::Connection` is `Send` but not `Sync`, so it lives in a
 /// [`std::sync::Mutex`]. Each async method takes the lock (or, for a write, finds that another
