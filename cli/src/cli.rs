@@ -187,6 +187,7 @@ impl FetchArgs {
         HttpConfig {
             timeout: self.timeout,
             max_body: self.max_body,
+            system_proxy: true,
         }
     }
 }

@@ -165,6 +165,8 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
     }));
     let http = HttpFetch::new(HttpConfig {
         timeout: args.timeout.unwrap_or(DEMO_TIMEOUT),
+        // Its server is on loopback: a proxy the environment names could not reach it.
+        system_proxy: false,
         ..HttpConfig::default()
     })?;
 

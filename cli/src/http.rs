@@ -31,6 +31,11 @@ pub struct HttpConfig {
     pub timeout: Duration,
     /// The largest body kept, in bytes; a larger one fails the target.
     pub max_body: u64,
+    /// Whether requests go through the proxy the environment names (`http_proxy`,
+    /// `https_proxy`, `all_proxy`, upper case too; hosts in `no_proxy` bypass it), as reqwest
+    /// does by default. The demo turns it off: its server is on loopback, which a proxy
+    /// elsewhere cannot reach.
+    pub system_proxy: bool,
 }
 
 impl Default for HttpConfig {
@@ -38,6 +43,7 @@ impl Default for HttpConfig {
         HttpConfig {
             timeout: DEFAULT_TIMEOUT,
             max_body: DEFAULT_MAX_BODY,
+            system_proxy: true,
         }
     }
 }
@@ -74,10 +80,11 @@ impl HttpFetch {
     pub fn new(cfg: HttpConfig) -> Result<HttpFetch, String> {
         install_crypto_provider();
         let builder = || {
-            reqwest::Client::builder()
+            let b = reqwest::Client::builder()
                 .redirect(redirect::Policy::limited(MAX_REDIRECTS))
                 .timeout(cfg.timeout)
-                .user_agent(concat!("rota/", env!("CARGO_PKG_VERSION")))
+                .user_agent(concat!("rota/", env!("CARGO_PKG_VERSION")));
+            if cfg.system_proxy { b } else { b.no_proxy() }
         };
         let client = match builder().build() {
             Ok(c) => c,

@@ -41,11 +41,17 @@ impl Env {
 
     /// Runs `rota ARGS` with `stdin` and `ROTA_STORE` set to the temp db, off the runtime.
     async fn rota(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        self.rota_with(args, stdin, &[]).await
+    }
+
+    /// [`rota`](Self::rota) with the environment variables `vars` set too.
+    async fn rota_with(&self, args: &[&str], stdin: Option<&str>, vars: &[(&str, &str)]) -> Output {
         let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("rota");
         cmd.current_dir(self.dir.path())
             .env("USER", "tester")
             .env("ROTA_STORE", self.store())
             .env_remove("RUST_LOG")
+            .envs(vars.iter().copied())
             .args(args)
             .timeout(LIMIT);
         if let Some(s) = stdin {
@@ -879,6 +885,31 @@ async fn run_with_its_stdout_closed_still_applies_the_budget_and_says_why() {
     );
     let st = env.rota(&["status", &id], None).await;
     assert_eq!(code(&st), 1, "evicted past --max-bytes: {}", stderr(&st));
+}
+
+/// The demo's server is on loopback: a proxy the environment names (here one that refuses every
+/// connection) is not used, and the fetches reach the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_fetches_past_a_proxy_the_environment_names() {
+    let env = Env::new();
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/", l.local_addr().unwrap())
+    };
+    let mut vars: Vec<(&str, &str)> = ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
+        .into_iter()
+        .map(|k| (k, dead.as_str()))
+        .collect();
+    vars.extend([("no_proxy", ""), ("NO_PROXY", "")]);
+    let o = env.rota_with(&["demo"], None, &vars).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for want in [
+        "alice #0  GET /articles/1  → done",
+        "bob   #0  GET /articles/3  → done",
+    ] {
+        assert!(out.contains(want), "demo output lacks {want:?}:\n{out}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
