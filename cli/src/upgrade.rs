@@ -19,7 +19,7 @@ pub fn upgrade(store: &StoreUrl) -> Result<ExitCode, String> {
         StoreUrl::Sqlite(p) | StoreUrl::Redb(p) if !p.exists() => {
             return Err(format!("no store at {}: nothing to upgrade", p.display()));
         }
-        StoreUrl::Sqlite(p) if std::fs::metadata(p).is_ok_and(|m| m.len() == 0) => {
+        StoreUrl::Sqlite(p) if std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() == 0) => {
             return Err(format!(
                 "{store}: empty file, not a rota store: nothing to upgrade"
             ));

@@ -25,7 +25,8 @@ impl RedbStore {
     ///
     /// A second open of a file that is open (in this process or another) fails with
     /// [`StoreError::InUse`] ("database already open"). A file that is not a rota redb store
-    /// (an empty file, text, a truncated or damaged file, a redb database of another program)
+    /// (an empty file, text, a truncated or damaged file, a redb database of another program;
+    /// a directory, FIFO or device, refused before it is opened)
     /// fails with [`StoreError::Corrupt`], one of another schema version with
     /// [`StoreError::Version`]; neither changes the file. A store of schema version 2 (this
     /// crate before the live jobs' rows had a table of their own) is refused so too, and
@@ -49,7 +50,7 @@ impl RedbStore {
         match fs::symlink_metadata(path) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => create(path)?,
             Err(e) => return Err(StoreError::backend("open store file", e)),
-            Ok(m) => not_a_dir(path, &m)?,
+            Ok(m) => a_file(path, &m)?,
         }
         inspect(path, &[VERSION])?;
         let db = open_db(path)?;
@@ -66,7 +67,7 @@ impl RedbStore {
         let path = path.as_ref();
         let m =
             fs::symlink_metadata(path).map_err(|e| StoreError::backend("open store file", e))?;
-        not_a_dir(path, &m)?;
+        a_file(path, &m)?;
         inspect(path, &[VERSION_2, VERSION])?;
         let db = open_db(path)?;
         let migrated = migrate(&db)?;
@@ -100,14 +101,22 @@ fn open_db(path: &Path) -> Result<Database, StoreError> {
 }
 
 /// Refuses a directory at `path` (whose metadata is `m`): it is no store.
-fn not_a_dir(path: &Path, m: &fs::Metadata) -> Result<(), StoreError> {
+/// Refuses a directory, and anything else that is not a regular file once symlinks are
+/// followed (a FIFO, whose opening for reading would wait for a writer; a socket; a device).
+fn a_file(path: &Path, m: &fs::Metadata) -> Result<(), StoreError> {
     if m.is_dir() {
         return Err(StoreError::Corrupt(format!(
             "{}: is a directory, not a rota store",
             path.display()
         )));
     }
-    Ok(())
+    match fs::metadata(path) {
+        Ok(m) if !m.is_file() => Err(StoreError::Corrupt(format!(
+            "{}: not a regular file, not a rota store",
+            path.display()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 fn panicked(path: &Path) -> StoreError {

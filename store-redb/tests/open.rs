@@ -265,6 +265,34 @@ fn a_directory_is_refused() {
     );
 }
 
+/// A FIFO is refused at once, by `open` and by `upgrade`: opening it to read would wait for a
+/// writer.
+#[cfg(unix)]
+#[test]
+fn a_fifo_is_refused_without_waiting_for_a_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&path)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let open = RedbStore::open(&path).map(drop);
+        tx.send((open, RedbStore::upgrade(&path)))
+    });
+    let (open, upgrade) = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("open or upgrade waited on the FIFO");
+    for err in [open.unwrap_err(), upgrade.unwrap_err()] {
+        assert!(
+            is_corrupt(&err) && err.to_string().contains("not a regular file"),
+            "{err}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn in_memory_stores_are_separate_and_start_empty() {
     let a = RedbStore::in_memory().unwrap();

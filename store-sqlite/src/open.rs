@@ -167,6 +167,13 @@ const MAGIC: &[u8; 16] = b"SQLite format 3\0";
 /// `Ok` for a missing or empty file (new) and for a plausible rota store. Writes nothing.
 pub(crate) fn inspect(path: &Path) -> Result<(), StoreError> {
     let shown = path.display();
+    // Looked at before it is opened: opening a FIFO for reading waits for a writer.
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => {
+            return Err(StoreError::Corrupt(format!("{shown}: not a regular file")));
+        }
+        _ => {}
+    }
     let mut file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),

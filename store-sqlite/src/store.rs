@@ -57,7 +57,8 @@ pub struct SqliteOptions {
 ///   other, fails with [`StoreError::InUse`]; it succeeds once the store is dropped (or its
 ///   process has died).
 /// - **Refuses what it does not own.** A file that is not a rota store (a text file, another
-///   program's database, a SQLite database with no rota schema, a truncated store) fails with
+///   program's database, a SQLite database with no rota schema, a truncated store; a
+///   directory, FIFO or device, refused before it is opened) fails with
 ///   [`StoreError::Corrupt`], one of another schema version with [`StoreError::Version`], and
 ///   the file is left byte for byte as it was. A missing or 0-byte file is a new store.
 /// - **A value of 1 GB or more is refused.** SQLite stores no string of 1 000 000 000 bytes or

@@ -384,6 +384,29 @@ fn a_directory_is_refused() {
     );
 }
 
+/// A FIFO is refused at once: opening it to read its header would wait for a writer.
+#[cfg(unix)]
+#[test]
+fn a_fifo_is_refused_without_waiting_for_a_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&path)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(SqliteStore::open(&path).map(drop)));
+    let err = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("open waited on the FIFO")
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Corrupt(m) if m.contains("not a regular file")),
+        "{err}"
+    );
+}
+
 #[tokio::test]
 async fn full_synchronous_opens_and_stores_the_same() {
     let dir = tempfile::tempdir().unwrap();
