@@ -328,6 +328,9 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
             }
         }
     }
+    // The jobs are over: a signal from here on has nothing to cancel, and ends the process at
+    // once (see `run::interrupts`).
+    drop(interrupts);
     runner.close().await;
     // Both jobs reported: now the byte budget (which may evict them).
     let mut kept = Vec::new();

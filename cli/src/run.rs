@@ -155,6 +155,9 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
             }
         }
     }
+    // The job is over: a signal from here on has nothing to cancel, and ends the process at
+    // once (see [`interrupts`]).
+    drop(interrupts);
     progress.finish();
     runner.close().await;
 
@@ -201,7 +204,9 @@ pub(crate) type Interrupt = oneshot::Sender<()>;
 /// the channel; the second of either ends the process, with the shell's code for it (130 for
 /// Ctrl-C, 143 for SIGTERM), once the command has dropped the first one's [`Interrupt`] (its
 /// cancel stored), or after [`CANCEL_GRACE`]: two signals close together must not leave the
-/// job live in the store. The handlers are installed before this returns.
+/// job live in the store. Once the command has dropped the receiver (its jobs are over: there
+/// is nothing to cancel), the first signal ends the process at once. The handlers are
+/// installed before this returns.
 pub(crate) fn interrupts() -> Result<mpsc::Receiver<Interrupt>, String> {
     let (tx, rx) = mpsc::channel(1);
     #[cfg(unix)]
@@ -219,12 +224,15 @@ pub(crate) fn interrupts() -> Result<mpsc::Receiver<Interrupt>, String> {
                     s = sigterm.recv() => s.map(|()| 143),
                 }
             };
-            if next().await.is_none() {
+            let Some(first_code) = next().await else {
                 return;
-            }
+            };
             let (first, cancelled) = oneshot::channel();
-            // Dropped unread if the command has stopped listening: then nothing waits below.
-            let _ = tx.send(first).await;
+            if tx.send(first).await.is_err() {
+                // The command has stopped listening: nothing to cancel.
+                note!("interrupted");
+                std::process::exit(first_code);
+            }
             if let Some(code) = next().await {
                 let _ = tokio::time::timeout(CANCEL_GRACE, cancelled).await;
                 note!("interrupted");
@@ -238,7 +246,11 @@ pub(crate) fn interrupts() -> Result<mpsc::Receiver<Interrupt>, String> {
             return;
         }
         let (first, cancelled) = oneshot::channel();
-        let _ = tx.send(first).await;
+        if tx.send(first).await.is_err() {
+            // The command has stopped listening: nothing to cancel.
+            note!("interrupted");
+            std::process::exit(130);
+        }
         if tokio::signal::ctrl_c().await.is_ok() {
             let _ = tokio::time::timeout(CANCEL_GRACE, cancelled).await;
             note!("interrupted");

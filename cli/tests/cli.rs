@@ -1097,6 +1097,41 @@ mod interrupt {
         assert_eq!(view.targets[1].status, TargetState::Pending);
     }
 
+    /// A signal that comes once the job is over (here while its results wait for a reader of
+    /// stdout that reads no more) ends `rota run` at once: there is nothing left to cancel.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_signal_once_the_job_is_over_ends_run_at_once() {
+        let s = common::start().await;
+        let env = Env::new();
+        let f = env.file("t.json", &json_array(&[s.url("/big/300000")]));
+        let (mut child, _id, _err) = tokio::task::block_in_place(|| start(&env, &f));
+        // The results have begun: the job is over. The rest (far more than a pipe holds)
+        // waits for a read that never comes; the pipe stays open.
+        let mut out = child.stdout.take().unwrap();
+        let mut first = [0u8; 16];
+        tokio::task::block_in_place(|| std::io::Read::read_exact(&mut out, &mut first).unwrap());
+        signal(&child, "-TERM");
+        let status = tokio::task::spawn_blocking(move || {
+            for _ in 0..200 {
+                if let Some(st) = child.try_wait().unwrap() {
+                    return Some(st);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            None
+        })
+        .await
+        .unwrap();
+        drop(out);
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(143),
+            "one SIGTERM once the job was over did not end rota within 10 s"
+        );
+    }
+
     /// A store that stops taking writes partway (here a file size limit, as a full disk
     /// would) does not keep `rota run` waiting for ever for the job to end in the store: it
     /// ends with 1 once the runner is done, and says why.
