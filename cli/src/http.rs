@@ -208,6 +208,19 @@ impl HttpFetch {
                  at directly"
                     .to_owned(),
             )
+        } else if e.is_builder() {
+            // Here: a redirect to an address reqwest cannot request (another scheme than
+            // http(s), or one it cannot parse); the target's own address was checked on input.
+            (
+                502,
+                format!(
+                    "a redirect to an address rota cannot fetch: {}",
+                    root_cause(e)
+                ),
+                "the page redirects to an address that is not http or https; rota fetches \
+                 only http and https addresses, so fetch that one another way"
+                    .to_owned(),
+            )
         } else if e.is_connect() {
             (
                 502,

@@ -117,6 +117,24 @@ async fn a_redirect_loop_fails_after_ten_redirects() {
     assert!(e.hint.contains("redirects"), "{}", e.hint);
 }
 
+/// A redirect to an address that is not http(s) fails the target as such, with a hint that
+/// says so, not as a broken connection worth trying again.
+#[tokio::test]
+async fn a_redirect_to_another_scheme_fails_with_a_hint_that_says_so() {
+    let s = common::start().await;
+    let e = target_error(get(target(s.url("/to-ftp"))).await);
+    assert_eq!(e.status, 502);
+    assert!(
+        e.msg
+            .starts_with("a redirect to an address rota cannot fetch"),
+        "{}",
+        e.msg
+    );
+    assert!(e.hint.contains("http and https"), "{}", e.hint);
+    assert!(!e.hint.contains("try again"), "{}", e.hint);
+    assert!(!format!("{}{}", e.msg, e.hint).contains("ftp://"), "{e:?}");
+}
+
 #[tokio::test]
 async fn a_slow_page_fails_at_the_timeout_with_a_hint() {
     let s = common::start().await;

@@ -56,7 +56,7 @@ impl Server {
 /// - `/status/{code}`: that status;
 /// - `/busy/{key}/{n}`: 503 for the first `n` hits on `key`, then 200 `fine {key}`;
 /// - `/always-busy`: 503; `/too-many`: 429;
-/// - `/redirect`: 302 to `/ok`; `/loop`: 302 to itself;
+/// - `/redirect`: 302 to `/ok`; `/loop`: 302 to itself; `/to-ftp`: 302 to an `ftp://` address;
 /// - `/slow`: 200 after 5 s; `/sleep/{ms}`: 200 `slept {ms}ms` after that long (its hits
 ///   counted as `sleep/{ms}`);
 /// - `/big/{n}`: `n` bytes with a Content-Length; `/stream/{n}`: `n` bytes chunked, no length.
@@ -93,6 +93,10 @@ pub async fn start() -> Server {
         )
         .route("/redirect", get(|| async { Redirect::to("/ok") }))
         .route("/loop", get(|| async { Redirect::to("/loop") }))
+        .route(
+            "/to-ftp",
+            get(|| async { Redirect::to("ftp://files.example/x") }),
+        )
         .route(
             "/slow",
             get(|| async {
