@@ -95,6 +95,7 @@ struct Narrating {
     base: String,
     idx: HashMap<(String, String), usize>,
     retry_wait: Duration,
+    retry_for: Duration,
     started: Instant,
 }
 
@@ -126,9 +127,12 @@ impl Fetch for Narrating {
                 "done ({} bytes)",
                 res.meta.get("bytes").and_then(|b| b.as_u64()).unwrap_or(0)
             ),
+            // The runner's rule: stored failed at a busy answer once the target has been busy
+            // for longer than retry_for since its first busy answer.
             Err(FetchError::RetryLater(msg)) => format!(
-                "busy ({msg}): tried again in {}",
-                humantime::format_duration(self.retry_wait)
+                "busy ({msg}): tried again in {}, or failed if busy for over {} (--retry-for)",
+                humantime::format_duration(self.retry_wait),
+                humantime::format_duration(self.retry_for)
             ),
             Err(FetchError::Target(e)) => format!("failed: {}\n{:40}hint: {}", e.msg, "", e.hint),
             Err(FetchError::Other(msg)) => format!("failed: {msg}"),
@@ -196,6 +200,7 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
         base: base.clone(),
         idx,
         retry_wait: cfg.effective_retry_wait(),
+        retry_for: cfg.effective_retry_for(),
         started: Instant::now(),
     };
 

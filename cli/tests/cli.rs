@@ -887,6 +887,21 @@ async fn run_with_its_stdout_closed_still_applies_the_budget_and_says_why() {
     assert_eq!(code(&st), 1, "evicted past --max-bytes: {}", stderr(&st));
 }
 
+/// A busy answer's line says when the target is tried again and when it fails instead; with a
+/// `--retry-for` shorter than the demo's busy page stays busy, `/busy` fails and alice's job
+/// ends partial.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_says_a_busy_target_fails_once_busy_past_retry_for() {
+    let env = Env::new();
+    let wants = [
+        "alice #1  GET /busy        → busy (HTTP 503 Service Unavailable): tried again in 200ms, \
+         or failed if busy for over 100ms (--retry-for)",
+        "of alice is partial: 2/3 targets done, 1 failed",
+    ];
+    let out = demo_saying(&env, &["--retry-for", "100ms"], &wants).await;
+    assert!(!out.contains("GET /busy        → done"), "{out}");
+}
+
 /// The demo's server is on loopback: a proxy the environment names (here one that refuses every
 /// connection) is not used, and the fetches reach the server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
