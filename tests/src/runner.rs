@@ -4189,12 +4189,12 @@ pub async fn a_failing_set_status_is_logged_at_warn_and_survived(
     Ok(())
 }
 
-/// A cancel whose status write fails leaves the job live in the store, holding its caller's
-/// cap, only until the runner writes the status again: the next submit does so before its
-/// admit, whose caps check then no longer counts the job.
-pub async fn a_cancel_whose_status_write_fails_is_written_again_and_frees_the_cap(
+/// A runner on a [`faulty`] `store` that lets each caller one live job, alice's job `a` of two
+/// targets submitted and its first target held in its fetch; the fault switches, the rig and
+/// `a`'s id.
+async fn one_job_per_caller_a_fetching(
     store: Arc<dyn BatchStore>,
-) -> TestResult {
+) -> Res<(Arc<FaultyStore<Shared>>, Rig, String)> {
     let (f, dyn_store) = faulty(store);
     let cfg = Config {
         jobs_per_caller: 1,
@@ -4204,6 +4204,16 @@ pub async fn a_cancel_whose_status_write_fails_is_written_again_and_frees_the_ca
     r.probe.hold(&url("a", 0));
     let a = r.submit("alice", "a", 2).await?;
     r.started(&url("a", 0), 1).await?;
+    Ok((f, r, a))
+}
+
+/// A cancel whose status write fails leaves the job live in the store, holding its caller's
+/// cap, only until the runner writes the status again: the next submit does so before its
+/// admit, whose caps check then no longer counts the job.
+pub async fn a_cancel_whose_status_write_fails_is_written_again_and_frees_the_cap(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let (f, r, a) = one_job_per_caller_a_fetching(store).await?;
     f.fail(Op::SetStatus);
     assert!(r.runner.cancel(&a).await, "a was live");
     let left = f.inner().job(&a).await?.map(|j| j.status);
@@ -4235,16 +4245,8 @@ pub async fn a_cancel_whose_status_write_fails_is_written_again_and_frees_the_ca
 pub async fn a_status_write_that_keeps_failing_holds_up_no_other(
     store: Arc<dyn BatchStore>,
 ) -> TestResult {
-    let (f, dyn_store) = faulty(store);
-    let cfg = Config {
-        jobs_per_caller: 1,
-        ..config()
-    };
-    let r = rig(dyn_store, Probe::new(), cfg).await?;
-    r.probe.hold(&url("a", 0));
-    let a = r.submit("alice", "a", 2).await?;
+    let (f, r, a) = one_job_per_caller_a_fetching(store).await?;
     let b = r.submit("bob", "b", 2).await?;
-    r.started(&url("a", 0), 1).await?;
     // a's status writes fail for good; b's first one fails, as in a blip of the whole store.
     f.fail_status_writes_of(&a);
     assert!(r.runner.cancel(&a).await, "a was live");
