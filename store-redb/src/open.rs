@@ -100,9 +100,9 @@ fn open_db(path: &Path) -> Result<Database, StoreError> {
         .map_err(err("open store file"))
 }
 
-/// Refuses a directory at `path` (whose metadata is `m`): it is no store.
-/// Refuses a directory, and anything else that is not a regular file once symlinks are
-/// followed (a FIFO, whose opening for reading would wait for a writer; a socket; a device).
+/// Refuses a directory at `path` (whose metadata, not following a symlink, is `m`), and
+/// anything else that is not a regular file once symlinks are followed (a FIFO, whose opening
+/// for reading would wait for a writer; a socket; a device): none is a store.
 fn a_file(path: &Path, m: &fs::Metadata) -> Result<(), StoreError> {
     if m.is_dir() {
         return Err(StoreError::Corrupt(format!(
