@@ -448,8 +448,6 @@ impl Queue {
         if writes.is_empty() {
             return false;
         }
-        // (A batch that failed before this one, under the same lock, may have left one open.)
-        db.end_stray_transaction();
         if let Err(e) = db.tally() {
             writes.into_iter().for_each(|w| w.fail(&e));
             return true;
@@ -499,7 +497,8 @@ impl Segment {
     /// unless it is the transaction's first write.
     fn step(&mut self, db: &mut Db, w: Box<dyn Write>, published: &Published) {
         if !self.open {
-            // (This batch's transaction before this one may have failed and left it open.)
+            // (A transaction before this one, of this batch or of one before it under the same
+            // lock, may have failed and left it open; the tally is then read afresh below.)
             db.end_stray_transaction();
             if let Err(e) = exec(&db.conn, "BEGIN IMMEDIATE") {
                 // Nothing is open: this write fails alone, the next one tries again.
