@@ -14,6 +14,48 @@ use tempfile::TempDir;
 /// Long enough for anything below on a loaded machine; only there so a hang fails the test.
 const LIMIT: Duration = Duration::from_secs(120);
 
+/// The variables in which the environment names a proxy for `rota run`'s fetcher (reqwest reads
+/// them, lower and upper case). Every `rota` a test starts has them removed: the tests fetch
+/// from their own loopback server, which a proxy the machine names would not reach. A test
+/// that wants one sets it after (as `rota_with`'s `vars` do).
+const PROXY_VARS: [&str; 8] = [
+    "http_proxy",
+    "HTTP_PROXY",
+    "https_proxy",
+    "HTTPS_PROXY",
+    "all_proxy",
+    "ALL_PROXY",
+    "no_proxy",
+    "NO_PROXY",
+];
+
+/// `rota`, to run to its end, with no proxy in its environment ([`PROXY_VARS`]).
+fn rota_cmd() -> assert_cmd::Command {
+    let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("rota");
+    for v in PROXY_VARS {
+        cmd.env_remove(v);
+    }
+    cmd
+}
+
+/// `rota`, to spawn and signal, with no proxy in its environment ([`PROXY_VARS`]).
+fn rota_process() -> std::process::Command {
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin!("rota"));
+    for v in PROXY_VARS {
+        cmd.env_remove(v);
+    }
+    cmd
+}
+
+/// `sh`, for a pipeline that runs `rota`, with no proxy in its environment ([`PROXY_VARS`]).
+fn sh_cmd() -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::new("sh");
+    for v in PROXY_VARS {
+        cmd.env_remove(v);
+    }
+    cmd
+}
+
 struct Env {
     dir: TempDir,
 }
@@ -46,7 +88,7 @@ impl Env {
 
     /// [`rota`](Self::rota) with the environment variables `vars` set too.
     async fn rota_with(&self, args: &[&str], stdin: Option<&str>, vars: &[(&str, &str)]) -> Output {
-        let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("rota");
+        let mut cmd = rota_cmd();
         cmd.current_dir(self.dir.path())
             .env("USER", "tester")
             .env("ROTA_STORE", self.store())
@@ -105,7 +147,7 @@ async fn view_of(env: &Env, id: &str) -> JobView {
 
 /// `rota ARGS` on the test's store with `USER` and `USERNAME` removed, then `vars` set.
 async fn rota_with(env: &Env, vars: &[(&str, &str)], args: &[&str]) -> Output {
-    let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("rota");
+    let mut cmd = rota_cmd();
     cmd.current_dir(env.dir.path())
         .env_remove("USER")
         .env_remove("USERNAME")
@@ -165,7 +207,7 @@ async fn an_empty_rota_store_means_the_default_store() {
     let s = common::start().await;
     let env = Env::new();
     let f = env.file("t.json", &json_array(&[s.url("/page/a")]));
-    let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("rota");
+    let mut cmd = rota_cmd();
     cmd.current_dir(env.dir.path())
         .env("ROTA_STORE", "")
         .env_remove("RUST_LOG")
@@ -190,7 +232,7 @@ async fn rust_log_naming_a_module_of_the_http_stack_leaves_hosts_out_of_the_logs
         "debug,hyper_util::client::legacy::connect::http=trace",
         "debug,reqwest::connect=trace",
     ] {
-        let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("rota");
+        let mut cmd = rota_cmd();
         cmd.current_dir(env.dir.path())
             .env("RUST_LOG", filter)
             .args(["--store", "memory", "run"])
@@ -830,7 +872,7 @@ async fn a_machine_without_ca_certificates_still_runs_on_the_bundled_roots() {
     let empty = env.dir.path().join("no-certs");
     std::fs::create_dir(&empty).unwrap();
     let f = env.file("t.json", &json_array(&[s.url("/ok")]));
-    let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("rota");
+    let mut cmd = rota_cmd();
     cmd.current_dir(env.dir.path())
         .env("ROTA_STORE", env.store())
         .env_remove("RUST_LOG")
@@ -855,11 +897,11 @@ async fn a_machine_without_ca_certificates_still_runs_on_the_bundled_roots() {
 /// applying `--max-bytes` and printing its summary as it would have.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_with_its_stdout_closed_still_applies_the_budget_and_says_why() {
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     let s = common::start().await;
     let env = Env::new();
     let f = env.file("t.json", &json_array(&[s.url("/page/a"), s.url("/page/b")]));
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin!("rota"))
+    let mut child = rota_process()
         .current_dir(env.dir.path())
         .env("ROTA_STORE", env.store())
         .env_remove("RUST_LOG")
@@ -930,9 +972,9 @@ async fn the_demo_fetches_past_a_proxy_the_environment_names() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_stops_with_exit_1_when_its_stdout_is_closed() {
     use std::io::{BufRead, BufReader};
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     let env = Env::new();
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin!("rota"))
+    let mut child = rota_process()
         .current_dir(env.dir.path())
         .env("ROTA_STORE", env.store())
         .env("RUST_LOG", "rota=debug")
@@ -979,7 +1021,7 @@ mod interrupt {
     // The child is handed back to the test, which waits for it.
     #[allow(clippy::zombie_processes)]
     fn start(env: &Env, file: &Path) -> (Child, String, BufReader<std::process::ChildStderr>) {
-        let mut child = Command::new(assert_cmd::cargo::cargo_bin!("rota"))
+        let mut child = rota_process()
             .current_dir(env.dir.path())
             .env("USER", "tester")
             .env_remove("ROTA_STORE")
@@ -1026,7 +1068,7 @@ mod interrupt {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn ctrl_c_in_the_demo_cancels_its_jobs() {
         let env = Env::new();
-        let mut child = Command::new(assert_cmd::cargo::cargo_bin!("rota"))
+        let mut child = rota_process()
             .current_dir(env.dir.path())
             .env_remove("ROTA_STORE")
             .env_remove("RUST_LOG")
@@ -1166,7 +1208,7 @@ mod interrupt {
             env.store(),
             f.display()
         );
-        let mut cmd = assert_cmd::Command::new("sh");
+        let mut cmd = sh_cmd();
         cmd.args(["-c", &script])
             .env_remove("RUST_LOG")
             .env_remove("ROTA_STORE")
@@ -1338,7 +1380,7 @@ mod interrupt {
 
         // The next run on the store, as the same caller (whose one live job it was).
         let g = env.file("u.json", &json_array(&[s.url("/page/c")]));
-        let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("rota");
+        let mut cmd = rota_cmd();
         cmd.current_dir(env.dir.path())
             .env("USER", "tester")
             .env("ROTA_STORE", env.store())
@@ -1643,7 +1685,7 @@ async fn the_demos_read_back_commands_work_in_a_shell_for_a_path_with_a_space_an
         std::env::var("PATH").unwrap_or_default()
     );
     for c in commands {
-        let mut sh = assert_cmd::Command::new("sh");
+        let mut sh = sh_cmd();
         sh.args(["-c", c])
             .env("PATH", &path)
             .env_remove("ROTA_STORE")

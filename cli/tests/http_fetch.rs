@@ -25,7 +25,7 @@ async fn get_with(cfg: HttpConfig, t: Target) -> Result<TargetResult, FetchError
 }
 
 async fn get(t: Target) -> Result<TargetResult, FetchError> {
-    get_with(HttpConfig::default(), t).await
+    get_with(common::loopback(), t).await
 }
 
 fn target_error(r: Result<TargetResult, FetchError>) -> TargetError {
@@ -140,7 +140,7 @@ async fn a_slow_page_fails_at_the_timeout_with_a_hint() {
     let s = common::start().await;
     let cfg = HttpConfig {
         timeout: Duration::from_millis(200),
-        ..HttpConfig::default()
+        ..common::loopback()
     };
     let e = target_error(get_with(cfg, target(s.url("/slow"))).await);
     assert_eq!(e.status, 504);
@@ -153,7 +153,7 @@ async fn a_body_over_the_cap_fails_with_a_hint_whether_or_not_its_length_is_anno
     let s = common::start().await;
     let cfg = HttpConfig {
         max_body: 4096,
-        ..HttpConfig::default()
+        ..common::loopback()
     };
     for path in ["/big/4097", "/stream/10000"] {
         let e = target_error(get_with(cfg, target(s.url(path))).await);
@@ -168,7 +168,7 @@ async fn a_body_at_the_cap_is_kept_whole() {
     let s = common::start().await;
     let cfg = HttpConfig {
         max_body: 4096,
-        ..HttpConfig::default()
+        ..common::loopback()
     };
     for path in ["/big/4096", "/stream/4096"] {
         let r = get_with(cfg, target(s.url(path))).await.unwrap();
@@ -243,7 +243,7 @@ async fn a_tls_handshake_failure_is_a_502_with_a_hint() {
 #[tokio::test]
 async fn a_cancelled_fetch_returns_without_waiting_for_the_page() {
     let s = common::start().await;
-    let f = HttpFetch::new(HttpConfig::default()).unwrap();
+    let f = HttpFetch::new(common::loopback()).unwrap();
     let cancel = CancellationToken::new();
     let c = cancel.clone();
     tokio::spawn(async move {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rota::{Caller, CallerClass, Config, JobStatus, JobView, Options, Runner, Target, TargetState};
-use rota_cli::http::{HttpConfig, HttpFetch};
+use rota_cli::http::HttpFetch;
 use rota_store_memory::MemoryStore;
 
 fn target(url: String) -> Target {
@@ -19,7 +19,7 @@ fn target(url: String) -> Target {
 }
 
 async fn run_job(cfg: Config, targets: Vec<Target>) -> JobView {
-    let fetch = HttpFetch::new(HttpConfig::default()).unwrap();
+    let fetch = HttpFetch::new(common::loopback()).unwrap();
     let runner = Runner::start(Arc::new(MemoryStore::new()), fetch, cfg)
         .await
         .unwrap();

@@ -14,6 +14,17 @@ use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
+use rota_cli::http::HttpConfig;
+
+/// The fetcher's default settings but for the proxy: these tests fetch from their own loopback
+/// server, which a proxy the machine's environment names (`http_proxy` and the like, which the
+/// default honours) would not reach.
+pub fn loopback() -> HttpConfig {
+    HttpConfig {
+        system_proxy: false,
+        ..HttpConfig::default()
+    }
+}
 
 /// The body of `/ok`.
 pub const OK_BODY: &str = "hello\nrust is here\nmiddle line\nrusty end\n";
