@@ -43,8 +43,8 @@ pub fn parse_targets(text: &str) -> Result<Vec<Target>, String> {
             if line.trim().is_empty() {
                 continue;
             }
-            let Strict(v) =
-                serde_json::from_str(line).map_err(|e| format!("line {n}: not valid JSON: {e}"))?;
+            let Strict(v) = serde_json::from_str(line)
+                .map_err(|e| format!("line {n}: not valid JSON: {}", in_line(&e)))?;
             out.push(to_target(v).map_err(|e| format!("line {n}: {e}"))?);
         }
         out
@@ -129,6 +129,17 @@ impl<'de> Visitor<'de> for StrictVisitor {
             out.insert(key, v);
         }
         Ok(Value::Object(out))
+    }
+}
+
+/// A serde_json error on one line of JSON lines, placed by its column only: serde_json read the
+/// line on its own, so its "line 1" is not the file's line.
+fn in_line(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let at = format!(" at line {} column {}", e.line(), e.column());
+    match text.strip_suffix(&at) {
+        Some(msg) => format!("{msg} at column {}", e.column()),
+        None => text,
     }
 }
 
@@ -326,6 +337,29 @@ mod tests {
         assert_eq!(
             e,
             "line 2: expected a URL string or a target object, found an array"
+        );
+    }
+
+    /// serde_json reads each line on its own, so its own position is always "line 1": the
+    /// error names the file's line once, and only the column within it.
+    #[test]
+    fn a_broken_json_line_names_its_line_once_and_its_column() {
+        let e = parse_targets("\"https://a.example\"\n\n{\"url\": \"https://b.example\"\n")
+            .unwrap_err();
+        assert_eq!(
+            e,
+            "line 3: not valid JSON: EOF while parsing an object at column 27"
+        );
+        let e = parse_targets("\"https://a.example\"\n\"https://b.example\", \n").unwrap_err();
+        assert_eq!(
+            e,
+            "line 2: not valid JSON: trailing characters at column 20"
+        );
+        let e =
+            parse_targets("\n{\"url\": \"https://a.example/1\", \"url\": \"x\"}\n").unwrap_err();
+        assert_eq!(
+            e,
+            "line 2: not valid JSON: the key \"url\" is given twice at column 36"
         );
     }
 
