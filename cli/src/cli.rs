@@ -277,6 +277,11 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let n: u64 = digits
         .parse()
         .map_err(|_| format!("{s:?} is not a size: give a whole number like 8MiB or 500000"))?;
+    if unit.starts_with(['.', ',']) {
+        return Err(format!(
+            "{s:?} is not a size: give a whole number of a unit, no fraction: like 1536MiB, not 1.5GiB"
+        ));
+    }
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kib" => 1 << 10,
@@ -317,6 +322,18 @@ mod tests {
         assert!(parse_size("8 parsecs").is_err());
         assert!(parse_size("-1").is_err());
         assert!(parse_size("99999999999999G").is_err());
+    }
+
+    /// A fraction is refused as one, not as an unknown unit ".5gib" beside a list of units
+    /// that names GiB.
+    #[test]
+    fn a_size_with_a_fraction_says_sizes_are_whole_numbers() {
+        for s in ["1.5GiB", "0.5 MiB", "2.5", "1,5MiB"] {
+            let e = parse_size(s).unwrap_err();
+            assert!(!e.contains("unknown size unit"), "{s}: {e}");
+            assert!(e.contains("whole number"), "{s}: {e}");
+            assert!(e.contains(&format!("{s:?}")), "{s}: {e}");
+        }
     }
 
     #[test]
