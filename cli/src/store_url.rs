@@ -32,6 +32,16 @@ impl FromStr for StoreUrl {
                 Err(format!(
                     "{kind}:PATH needs a file path, like {kind}:{example}"
                 ))
+            } else if let Some(rest) = path
+                .strip_prefix("//")
+                .filter(|r| !r.is_empty() && !r.starts_with('/'))
+            {
+                // Other tools' `sqlite://file` is a file here; as a path, `//file` is at the
+                // root of the file system.
+                Err(format!(
+                    "{kind}:PATH takes a file path, not a URL with //: write {kind}:{rest} for \
+                     the file {rest}, or {kind}:/{rest} for /{rest}"
+                ))
             } else {
                 Ok(PathBuf::from(path))
             }
@@ -146,6 +156,34 @@ mod tests {
             assert!(
                 e.ends_with("(there is no directory /no-such-rota-dir)"),
                 "{e}"
+            );
+        }
+    }
+
+    /// `sqlite://rota.sqlite3`, as other tools' URLs go, is the path `//rota.sqlite3`: a file at
+    /// the root of the file system, not here.
+    #[test]
+    fn a_store_url_with_two_slashes_is_refused_not_put_at_the_root() {
+        for (bad, kind) in [
+            ("sqlite://rota.sqlite3", "sqlite"),
+            ("redb://rota.redb", "redb"),
+            ("sqlite://dir/x.db", "sqlite"),
+        ] {
+            let e = bad.parse::<StoreUrl>().unwrap_err();
+            assert!(e.contains(&format!("{kind}:PATH")), "{bad}: {e}");
+            assert!(
+                e.contains(&format!("{kind}:{}", &bad[kind.len() + 3..])),
+                "{bad}: {e}"
+            );
+        }
+        // One slash, or three (an absolute path), is a path as given.
+        for (ok, path) in [
+            ("sqlite:/tmp/x.sqlite3", "/tmp/x.sqlite3"),
+            ("redb:///tmp/x.redb", "///tmp/x.redb"),
+        ] {
+            assert_eq!(
+                ok.parse::<StoreUrl>().unwrap().path(),
+                Some(Path::new(path))
             );
         }
     }
