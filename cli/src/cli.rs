@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::error::ErrorKind;
+use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use rota::Config;
 
@@ -38,13 +40,31 @@ pub struct Cli {
 impl Cli {
     /// Parses the process's arguments as [`Parser::try_parse`] does, except that a `ROTA_STORE`
     /// that is set but empty counts as unset (as an empty variable usually does), rather than
-    /// naming a store "".
+    /// naming a store "", and that one that is not a store URL is an error naming it only if
+    /// `--store` is not given (clap would check it even then, and name `--store` for it).
     pub fn from_env_and_args() -> Result<Cli, clap::Error> {
         let mut cmd = Cli::command();
-        if std::env::var_os("ROTA_STORE").is_some_and(|v| v.is_empty()) {
+        let env = std::env::var_os("ROTA_STORE");
+        let empty = env.as_ref().is_some_and(|v| v.is_empty());
+        // Why ROTA_STORE is not a store URL, if it is set and is not.
+        let bad_env = env
+            .filter(|v| !v.is_empty())
+            .and_then(|v| match v.to_str() {
+                Some(s) => s
+                    .parse::<StoreUrl>()
+                    .err()
+                    .map(|e| format!("ROTA_STORE={s:?}: {e}")),
+                None => Some("ROTA_STORE is not valid UTF-8".to_owned()),
+            });
+        if empty || bad_env.is_some() {
             cmd = cmd.mut_arg("store", |a| a.env(None::<&str>));
         }
         let matches = cmd.try_get_matches_from_mut(std::env::args_os())?;
+        if let Some(e) = bad_env
+            && matches.value_source("store") != Some(ValueSource::CommandLine)
+        {
+            return Err(cmd.error(ErrorKind::ValueValidation, e));
+        }
         Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))
     }
 }

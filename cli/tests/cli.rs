@@ -221,6 +221,38 @@ async fn an_empty_rota_store_means_the_default_store() {
     assert!(env.dir.path().join("rota.sqlite3").is_file());
 }
 
+/// `--store` wins over `ROTA_STORE`, even over one that is not a store URL, before or after
+/// the subcommand; without the flag, such a `ROTA_STORE` is an error that names it (not the
+/// `--store` flag, which was not given).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_flag_wins_over_a_bad_rota_store_which_alone_is_named() {
+    let env = Env::new();
+    let id = "0123456789abcdef0123456789abcdef";
+    let bad = [("ROTA_STORE", "bogus")];
+    for args in [
+        &["--store", "memory", "status", id][..],
+        &["status", id, "--store", "memory"][..],
+        &["--store=memory", "upgrade"][..],
+    ] {
+        let o = env.rota_with(args, None, &bad).await;
+        assert_eq!(code(&o), 1, "{args:?}");
+        assert!(
+            stderr(&o).contains("the memory store keeps nothing between commands"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+    let o = env.rota_with(&["status", id], None, &bad).await;
+    assert_eq!(code(&o), 1);
+    let e = stderr(&o);
+    assert!(e.contains("ROTA_STORE"), "{e}");
+    assert!(e.contains("unknown store \"bogus\""), "{e}");
+    assert!(!e.contains("--store <URL>"), "{e}");
+    // Help and version still answer.
+    let o = env.rota_with(&["status", "--help"], None, &bad).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+}
+
 /// A `RUST_LOG` directive for a module of the HTTP stack (more specific than the crate-wide
 /// off the binary adds) does not bring back its records, which name the host they connect to.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
