@@ -1001,6 +1001,36 @@ async fn the_demo_fetches_past_a_proxy_the_environment_names() {
     }
 }
 
+/// `rota run` goes through the proxy the environment names, a SOCKS one too (`all_proxy` is
+/// often `socks5://…`, as curl and proxy tools set it): with it every fetch used to fail
+/// `could not connect: unsupported scheme socks5`, with a hint to check the target's host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_fetches_through_a_socks_proxy_the_environment_names() {
+    let s = common::start().await;
+    let proxy = common::socks5().await;
+    let env = Env::new();
+    let targets = json_array(&[s.url("/ok")]);
+    for (i, scheme) in ["socks5", "socks5h"].into_iter().enumerate() {
+        let url = proxy.url(scheme);
+        let vars = [("all_proxy", url.as_str()), ("no_proxy", "")];
+        let o = env
+            .rota_with(&["--store", "memory", "run", "-"], Some(&targets), &vars)
+            .await;
+        assert_eq!(code(&o), 0, "{scheme}: {}", stderr(&o));
+        let got = lines(&o);
+        assert_eq!(
+            got[0].result.as_ref().unwrap().content,
+            common::OK_BODY,
+            "{scheme}"
+        );
+        assert_eq!(
+            proxy.relayed(),
+            i + 1,
+            "{scheme}: the fetch went past the proxy"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_stops_with_exit_1_when_its_stdout_is_closed() {
     use std::io::{BufRead, BufReader};

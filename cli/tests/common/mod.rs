@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -147,4 +148,73 @@ async fn stream(Path(n): Path<usize>) -> Response {
     let mut chunks: Vec<Result<Vec<u8>, Infallible>> = vec![Ok(chunk); n / 1024];
     chunks.push(Ok(vec![b'y'; n % 1024]));
     Body::from_stream(futures_util::stream::iter(chunks)).into_response()
+}
+
+/// A SOCKS5 proxy on 127.0.0.1 (no authentication, CONNECT only, an IPv4 address or a domain
+/// name) that relays each connection to the address asked for.
+pub struct Socks5 {
+    pub addr: SocketAddr,
+    relayed: Arc<AtomicUsize>,
+}
+
+impl Socks5 {
+    /// `socks5://ADDR`, or with another scheme (`socks5h`).
+    pub fn url(&self, scheme: &str) -> String {
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// How many connections it relayed.
+    pub fn relayed(&self) -> usize {
+        self.relayed.load(Ordering::SeqCst)
+    }
+}
+
+/// Starts a [`Socks5`] proxy on the current tokio runtime.
+pub async fn socks5() -> Socks5 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let relayed = Arc::new(AtomicUsize::new(0));
+    let count = relayed.clone();
+    tokio::spawn(async move {
+        while let Ok((mut c, _)) = listener.accept().await {
+            let count = count.clone();
+            tokio::spawn(async move {
+                // Greeting: VER NMETHODS METHODS…; choose "no authentication".
+                let mut head = [0u8; 2];
+                c.read_exact(&mut head).await?;
+                let mut methods = vec![0u8; usize::from(head[1])];
+                c.read_exact(&mut methods).await?;
+                c.write_all(&[5, 0]).await?;
+                // Request: VER CMD RSV ATYP DST.ADDR DST.PORT.
+                let mut req = [0u8; 4];
+                c.read_exact(&mut req).await?;
+                let host = match req[3] {
+                    1 => {
+                        let mut ip = [0u8; 4];
+                        c.read_exact(&mut ip).await?;
+                        std::net::Ipv4Addr::from(ip).to_string()
+                    }
+                    3 => {
+                        let mut len = [0u8; 1];
+                        c.read_exact(&mut len).await?;
+                        let mut name = vec![0u8; usize::from(len[0])];
+                        c.read_exact(&mut name).await?;
+                        String::from_utf8_lossy(&name).into_owned()
+                    }
+                    _ => return Ok::<(), std::io::Error>(()),
+                };
+                let mut port = [0u8; 2];
+                c.read_exact(&mut port).await?;
+                let mut up =
+                    tokio::net::TcpStream::connect((host.as_str(), u16::from_be_bytes(port)))
+                        .await?;
+                c.write_all(&[5, 0, 0, 1, 0, 0, 0, 0, 0, 0]).await?;
+                count.fetch_add(1, Ordering::SeqCst);
+                tokio::io::copy_bidirectional(&mut c, &mut up).await?;
+                Ok(())
+            });
+        }
+    });
+    Socks5 { addr, relayed }
 }
