@@ -336,7 +336,13 @@ fn status_hint(status: StatusCode) -> &'static str {
             "the server answered with a redirect that could not be followed; open the address \
              it points to directly"
         }
-        401 | 407 => "the page needs a login; use a public source or one you can authenticate to",
+        401 => "the page needs a login; use a public source or one you can authenticate to",
+        // Only a proxy asks for proxy credentials: the one the environment names.
+        407 => {
+            "the proxy the environment names (http_proxy, https_proxy or all_proxy) wants \
+             credentials; give them in its URL (http://USER:PASSWORD@HOST:PORT), or list the \
+             target's host in no_proxy to fetch it directly"
+        }
         403 => {
             "the server refuses this client (login needed or automated access blocked); try \
              another source for the same content"

@@ -70,6 +70,20 @@ async fn any_other_non_2xx_status_is_a_target_error_with_that_status() {
     }
 }
 
+/// A 407 comes from the proxy the environment names (an http:// target's request goes to it),
+/// not from the page: the hint says to give the proxy credentials, not that the page needs a
+/// login (which sent the agent off to look for another source of a page that is public).
+#[tokio::test]
+async fn a_407_hint_is_about_the_proxy_not_the_page() {
+    let s = common::start().await;
+    let e = target_error(get(target(s.url("/status/407"))).await);
+    assert_eq!(e.status, 407);
+    assert_eq!(e.msg, "HTTP 407 Proxy Authentication Required");
+    assert!(e.hint.contains("proxy"), "{}", e.hint);
+    assert!(e.hint.contains("no_proxy"), "{}", e.hint);
+    assert!(!e.hint.contains("page needs a login"), "{}", e.hint);
+}
+
 #[tokio::test]
 async fn a_503_or_429_is_only_busy() {
     let s = common::start().await;
