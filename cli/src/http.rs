@@ -33,8 +33,8 @@ pub struct HttpConfig {
     pub max_body: u64,
     /// Whether requests go through the proxy the environment names (`http_proxy`,
     /// `https_proxy`, `all_proxy`, upper case too; hosts in `no_proxy` bypass it), as reqwest
-    /// does by default: an HTTP(S) or a SOCKS one (`socks5://`, `socks5h://`, `socks4://`). The demo turns it off: its server is on loopback, which a proxy
-    /// elsewhere cannot reach.
+    /// does by default: an HTTP(S) or a SOCKS one (`socks5://`, `socks5h://`, `socks4://`).
+    /// The demo turns it off: its server is on loopback, which a proxy elsewhere cannot reach.
     pub system_proxy: bool,
 }
 
