@@ -212,8 +212,29 @@ fn option_types(options: &Map<String, Value>) -> Result<(), String> {
 }
 
 fn check_url(url: &str) -> Result<(), String> {
+    // The URL parser forgives what it takes for typing slips: it drops spaces around the URL
+    // and tabs and newlines inside it, and reads `http:host/a` as `http://host/a`. The URL
+    // stored, shown and keyed for reuse is the one given, so it must be the one fetched.
+    if url.trim() != url {
+        return Err(format!("{url:?} has spaces around it: give the URL alone"));
+    }
+    if url.chars().any(char::is_control) {
+        return Err(format!(
+            "{url:?} holds a control character (a tab or a line break?): give the URL alone"
+        ));
+    }
     match reqwest::Url::parse(url) {
-        Ok(u) if matches!(u.scheme(), "http" | "https") => Ok(()),
+        Ok(u) if matches!(u.scheme(), "http" | "https") => {
+            let after_scheme = url.get(u.scheme().len() + 1..).unwrap_or_default();
+            if after_scheme.starts_with("//") {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{url:?} is not an absolute http(s) URL: write {}://HOST/…",
+                    u.scheme()
+                ))
+            }
+        }
         Ok(u) => Err(format!(
             "{url:?} is a {} URL: only http:// and https:// are fetched",
             u.scheme()
@@ -283,6 +304,36 @@ mod tests {
         assert_eq!(
             got,
             vec![url("https://a.example/1"), url("https://b.example/2")]
+        );
+    }
+
+    /// What the URL parser would forgive, and so fetch as another URL than the one stored,
+    /// shown and keyed for reuse, is refused.
+    #[test]
+    fn a_url_the_parser_would_rewrite_is_refused() {
+        for (bad, why) in [
+            (" https://a.example/1", "has spaces around it"),
+            ("https://a.example/1 ", "has spaces around it"),
+            ("https://a.example/\t1", "holds a control character"),
+            ("https://a.exa\nmple/1", "holds a control character"),
+            (
+                "http:a.example/1",
+                "is not an absolute http(s) URL: write http://HOST/",
+            ),
+            (
+                "HTTPS:/a.example/1",
+                "is not an absolute http(s) URL: write https://HOST/",
+            ),
+        ] {
+            let text = format!("[{}]", serde_json::to_string(bad).unwrap());
+            let e = parse_targets(&text).unwrap_err();
+            assert!(e.starts_with("item 1 (idx 0): "), "{bad:?}: {e}");
+            assert!(e.contains(why), "{bad:?}: {e}");
+        }
+        // As typed but for the case of the scheme, which the parser folds as HTTP does.
+        assert_eq!(
+            parse_targets("[\"HTTPS://a.example/1\"]").unwrap(),
+            vec![url("HTTPS://a.example/1")]
         );
     }
 
