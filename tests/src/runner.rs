@@ -2540,30 +2540,69 @@ pub async fn a_panicking_hook_is_logged_at_warn_without_its_value(
     Ok(())
 }
 
-/// `hooks.target` gets the fetch's duration and `hooks.job_seconds` the time from submit to
-/// the end: with a0 held for 40 ms, both are at least 40 ms.
+/// `hooks.target` gets the fetch's duration (from its dispatch to its outcome) and
+/// `hooks.job_seconds` the time from submit to the end (or to the cancel). With one worker, a0
+/// held for 40 ms and b submitted meanwhile: a0's fetch time is at least 40 ms, b's submit-to-end
+/// time exceeds its own fetch time by at least those 40 ms (it waited behind a0), and a job
+/// cancelled 40 ms after its submit reports at least 40 ms. Every duration is at most the time
+/// the test saw pass around it: no upper bound is a guess at the machine's speed.
 pub async fn hooks_get_the_fetch_time_and_the_submit_to_end_time(
     store: Arc<dyn BatchStore>,
 ) -> TestResult {
     let hold = Duration::from_millis(40);
     let r = rig(store, Probe::new(), config()).await?;
+    // Time passes before the first submit, so that a duration counted from the runner's start
+    // (not from the submit or the dispatch) shows.
+    tokio::time::sleep(hold).await;
+    let began = Instant::now();
     r.probe.hold(&url("a", 0));
     let a = r.submit("alice", "a", 1).await?;
     r.started(&url("a", 0), 1).await?;
+    let b = r.submit("bob", "b", 1).await?;
     tokio::time::sleep(hold).await;
     r.probe.release_all();
     r.terminal(&a).await?;
+    r.terminal(&b).await?;
     r.settled().await?;
+    let seen = began.elapsed();
     let fetch = r.hooks.target_elapsed();
-    assert!(
-        fetch.len() == 1 && fetch.iter().all(|e| *e >= hold),
-        "target elapsed {fetch:?}"
-    );
     let job = r.hooks.job_elapsed();
+    let ([fa, fb], [ja, jb]) = (fetch.as_slice(), job.as_slice()) else {
+        panic!("one target and one job_seconds report per job: {fetch:?}, {job:?}");
+    };
     assert!(
-        job.len() == 1 && job.iter().all(|e| *e >= hold),
-        "job_seconds {job:?}"
+        *fa >= hold,
+        "a0's fetch was held {hold:?}: target elapsed {fa:?}"
     );
+    assert!(
+        *jb >= *fb + hold,
+        "b waited {hold:?} behind a0 before its fetch: job {jb:?}, fetch {fb:?}"
+    );
+    assert!(*ja >= *fa, "a's job time {ja:?} includes its fetch {fa:?}");
+    for d in [fa, fb, ja, jb] {
+        assert!(
+            *d <= seen,
+            "{d:?} reported, but only {seen:?} passed since the submits"
+        );
+    }
+
+    let begun = Instant::now();
+    r.probe.hold(&url("c", 0));
+    let c = r.submit("carol", "c", 1).await?;
+    r.started(&url("c", 0), 1).await?;
+    tokio::time::sleep(hold).await;
+    assert!(r.runner.cancel(&c).await);
+    let seen = begun.elapsed();
+    let job = r.hooks.job_elapsed();
+    let [_, _, jc] = job.as_slice() else {
+        panic!("one job_seconds report for the cancel: {job:?}");
+    };
+    assert!(
+        *jc >= hold && *jc <= seen,
+        "cancelled {hold:?} after its submit, {seen:?} seen: job_seconds {jc:?}"
+    );
+    r.probe.release_all();
+    r.settled().await?;
     r.close().await
 }
 
