@@ -52,8 +52,8 @@ impl RedbStore {
             Err(e) => return Err(StoreError::backend("open store file", e)),
             Ok(m) => a_file(path, &m)?,
         }
-        inspect(path, &[VERSION])?;
-        let db = open_db(path)?;
+        inspect(path, &[VERSION]).map_err(held_by_another(path))?;
+        let db = open_db(path).map_err(held_by_another(path))?;
         RedbStore::from_db(db, &opts)
     }
 
@@ -68,8 +68,8 @@ impl RedbStore {
         let m =
             fs::symlink_metadata(path).map_err(|e| StoreError::backend("open store file", e))?;
         a_file(path, &m)?;
-        inspect(path, &[VERSION_2, VERSION])?;
-        let db = open_db(path)?;
+        inspect(path, &[VERSION_2, VERSION]).map_err(held_by_another(path))?;
+        let db = open_db(path).map_err(held_by_another(path))?;
         let migrated = migrate(&db)?;
         db.close().map_err(err("close store file"))?;
         Ok(migrated)
@@ -90,6 +90,19 @@ impl RedbStore {
             ..RedbOptions::default()
         };
         RedbStore::from_db(db, &opts)
+    }
+}
+
+/// Names the file in a [`StoreError::InUse`] met opening `path` (redb says only "database
+/// already open"), and who may hold it; any other error is passed on as it is.
+fn held_by_another(path: &Path) -> impl Fn(StoreError) -> StoreError + '_ {
+    move |e| match e {
+        StoreError::InUse(why) => StoreError::InUse(format!(
+            "{}: {why} (by another process, or another RedbStore in this one: a store has one \
+             owner at a time)",
+            path.display()
+        )),
+        e => e,
     }
 }
 

@@ -115,7 +115,11 @@ fn a_second_open_fails_in_use_until_the_first_is_dropped() {
         matches!(&err, StoreError::InUse(m) if m.contains("database already open")),
         "{err:?}"
     );
-    assert!(err.to_string().contains("database already open"));
+    // The message names the file and says who may hold it.
+    let shown = err.to_string();
+    assert!(shown.contains("database already open"), "{shown}");
+    assert!(shown.contains(&path.display().to_string()), "{shown}");
+    assert!(shown.contains("one owner at a time"), "{shown}");
     drop(first);
     RedbStore::open(&path).unwrap();
 }
