@@ -29,6 +29,8 @@ mod machine;
 mod memory;
 mod report;
 mod runner;
+#[cfg(test)]
+mod same_calls;
 mod stores;
 mod wake;
 
