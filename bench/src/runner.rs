@@ -390,4 +390,29 @@ mod tests {
         f.reset();
         assert_eq!(f.after(t0), None);
     }
+
+    /// The `history` rows' prefilled file holds what they say once reopened as the rows reopen
+    /// it (redb's prefill commits without an fsync until the store is dropped): every job
+    /// `done` with its 32 targets, none live, and a runner's start recovers nothing in it.
+    #[tokio::test]
+    async fn a_prefilled_file_reopens_with_its_finished_jobs() {
+        use crate::stores::{self, Backend};
+        for backend in [Backend::Sqlite, Backend::Redb] {
+            let dir = stores::new_dir().unwrap();
+            let path = stores::path_in(backend, dir.path());
+            let s = stores::open(backend, &path, true).unwrap();
+            prefill(&*s, 3).await.unwrap();
+            drop(s);
+            let s = stores::open(backend, &path, false).unwrap();
+            for n in 1..=3 {
+                let (job, targets) = s.view(&scattered_id((1 << 40) + n)).await.unwrap().unwrap();
+                assert_eq!(job.status, JobStatus::Done, "{backend:?}");
+                assert_eq!((job.targets_total, job.targets_done), (32, 32));
+                assert_eq!(targets.len(), 32);
+            }
+            assert_eq!(s.live_jobs(None).await.unwrap(), 0);
+            assert_eq!(s.recover("x", unix_now()).await.unwrap(), 0);
+            assert!(s.total_bytes().await.unwrap() > 0);
+        }
+    }
 }
