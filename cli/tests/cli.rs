@@ -29,31 +29,28 @@ const PROXY_VARS: [&str; 8] = [
     "NO_PROXY",
 ];
 
-/// `rota`, to run to its end, with no proxy in its environment ([`PROXY_VARS`]).
+/// `program`, with no proxy in its environment ([`PROXY_VARS`]).
+fn without_proxy(program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    let mut cmd = std::process::Command::new(program);
+    for v in PROXY_VARS {
+        cmd.env_remove(v);
+    }
+    cmd
+}
+
+/// `rota`, to run to its end, with no proxy in its environment.
 fn rota_cmd() -> assert_cmd::Command {
-    let mut cmd = assert_cmd::cargo::cargo_bin_cmd!("rota");
-    for v in PROXY_VARS {
-        cmd.env_remove(v);
-    }
-    cmd
+    assert_cmd::Command::from_std(rota_process())
 }
 
-/// `rota`, to spawn and signal, with no proxy in its environment ([`PROXY_VARS`]).
+/// `rota`, to spawn and signal, with no proxy in its environment.
 fn rota_process() -> std::process::Command {
-    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin!("rota"));
-    for v in PROXY_VARS {
-        cmd.env_remove(v);
-    }
-    cmd
+    without_proxy(assert_cmd::cargo::cargo_bin!("rota"))
 }
 
-/// `sh`, for a pipeline that runs `rota`, with no proxy in its environment ([`PROXY_VARS`]).
+/// `sh`, for a pipeline that runs `rota`, with no proxy in its environment.
 fn sh_cmd() -> assert_cmd::Command {
-    let mut cmd = assert_cmd::Command::new("sh");
-    for v in PROXY_VARS {
-        cmd.env_remove(v);
-    }
-    cmd
+    assert_cmd::Command::from_std(without_proxy("sh"))
 }
 
 struct Env {
