@@ -4,10 +4,12 @@
 //! sweep, evict and recover) is queued as a [`Write`], and its thread then waits for the
 //! connection. The thread that takes the connection (the *leader*) runs every write queued by
 //! then, and those queued while it runs them, up to [`MAX_BATCH`], in one `BEGIN IMMEDIATE`
-//! transaction, each write after the first inside a savepoint of its own; commits once; and
-//! hands each write its result. A waiting thread spins for a short while, then sleeps until a
-//! batch has done its write (it returns with its result, without taking the connection) or no
-//! thread leads (it then leads). One leader at a time: it leads until its own write is done.
+//! transaction; commits once; and hands each write its result. The writes run back to back
+//! while each succeeds; once one fails after others, the transaction is rolled back and they
+//! run again, each after the first inside a savepoint of its own (see `Segment`). A waiting
+//! thread spins for a short while, then sleeps until a batch has done its write (it returns
+//! with its result, without taking the connection) or no thread leads (it then leads). One
+//! leader at a time: it leads until its own write is done.
 //!
 //! - **Why.** A commit is about half of a small write's cost on a WAL file (its pages written
 //!   to the WAL, checksummed, and every thousand pages a checkpoint: `perf` of rota-bench's
@@ -17,12 +19,14 @@
 //!   connection, and every page it touched, to the other core.
 //! - **What a caller sees** is what one transaction per write gave: a write is answered Ok
 //!   only once the commit that holds it has succeeded, and it is then stored; a write that
-//!   fails (its own error) is rolled back to its savepoint and changes nothing, while the
-//!   others of its batch go on. Every write of a transaction is answered when it ends: if the
-//!   commit fails (or SQLite rolls the transaction back under a failing write), each write in
-//!   it gets that error, including one that had failed on its own (its failure may have come
-//!   from an earlier write that is now lost), and none of them is stored; the writes after
-//!   such a failure run in a new transaction.
+//!   fails (its own error) is rolled back (to its savepoint, in the batch's second try) and
+//!   changes nothing, while the others of its batch go on. A write may so run twice, the
+//!   first run undone: it changes nothing but the rows and the tally. Every write of a
+//!   transaction is answered when it ends: if the commit fails (or SQLite rolls the
+//!   transaction back under a failing write), each write in it gets that error, including one
+//!   that had failed on its own (its failure may have come from an earlier write that is now
+//!   lost), and none of them is stored; the writes after such a failure run in a new
+//!   transaction.
 //! - **The tally.** Each write moves the in-memory tally as it succeeds inside the transaction,
 //!   so the next write of the batch sees it (two admits of one batch both count against the
 //!   caps). A transaction that fails (or panics) leaves the tally ahead of the rows: it is then
@@ -38,6 +42,7 @@
 //!   ([`Db::end_stray_transaction`]), so its writes are never read or committed later and the
 //!   store's writes do not all fail on `BEGIN` from then on.
 
+use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -211,40 +216,40 @@ impl<R> Drop for Reply<R> {
     }
 }
 
-/// A write waiting in the queue.
+/// A write waiting in the queue, or run in a batch's transaction and waiting for its end.
 pub(crate) trait Write: Send {
-    /// Runs the write inside the open transaction.
-    fn run(self: Box<Self>, conn: &Connection, tally: &mut Tally) -> Box<dyn Ran>;
+    /// Runs the write inside the open transaction and keeps its result until it is answered;
+    /// `true` if it succeeded. A write whose transaction was rolled back is run again (with
+    /// the same arguments, on the rows as they were): its kept result is then replaced.
+    fn run(&mut self, conn: &Connection, tally: &mut Tally) -> bool;
+    /// Its error, if its last run failed.
+    fn error(&self) -> Option<StoreError>;
+    /// Answers it: its kept result if `failed` is `None` (its transaction committed, or it
+    /// failed and nothing of it is kept), else that error: its transaction failed.
+    fn file(self: Box<Self>, failed: Option<&StoreError>);
     /// Answers the write with `e` without running it.
     fn fail(self: Box<Self>, e: &StoreError);
 }
 
-/// A write that has run, waiting for its batch's commit.
-pub(crate) trait Ran: Send {
-    /// Whether it succeeded (and so is kept in the transaction).
-    fn ok(&self) -> bool;
-    /// Its error, if it failed.
-    fn error(&self) -> Option<StoreError>;
-    /// Answers it: its own result if `failed` is `None` (its transaction committed, or it
-    /// failed and nothing of it is kept), else that error: its transaction failed.
-    fn file(self: Box<Self>, failed: Option<&StoreError>);
-}
-
-/// A write as the store queues it: the operation and where its result goes.
+/// A write as the store queues it: the operation, its result once run, and where its result
+/// goes.
 pub(crate) struct Op<F, R> {
     f: F,
+    kept: Option<Result<R, StoreError>>,
     reply: Reply<R>,
 }
 
 impl<F, R> Op<F, R>
 where
-    F: FnOnce(&Connection, &mut Tally) -> Result<R, StoreError> + Send + 'static,
+    F: Fn(&Connection, &mut Tally) -> Result<R, StoreError> + Send + 'static,
     R: Send + 'static,
 {
-    /// The write `f`, whose result goes to `slot`.
+    /// The write `f`, whose result goes to `slot`. `f` may run more than once (see
+    /// [`Write::run`]); it changes nothing but the rows and the tally it is given.
     pub(crate) fn boxed(f: F, slot: &Arc<Slot<R>>) -> Box<dyn Write> {
         Box::new(Op {
             f,
+            kept: None,
             reply: Reply {
                 slot: Some(slot.clone()),
             },
@@ -254,42 +259,31 @@ where
 
 impl<F, R> Write for Op<F, R>
 where
-    F: FnOnce(&Connection, &mut Tally) -> Result<R, StoreError> + Send + 'static,
+    F: Fn(&Connection, &mut Tally) -> Result<R, StoreError> + Send + 'static,
     R: Send + 'static,
 {
-    fn run(self: Box<Self>, conn: &Connection, tally: &mut Tally) -> Box<dyn Ran> {
-        let Op { f, reply } = *self;
-        Box::new(Done {
-            result: f(conn, tally),
-            reply,
-        })
+    fn run(&mut self, conn: &Connection, tally: &mut Tally) -> bool {
+        let r = (self.f)(conn, tally);
+        let ok = r.is_ok();
+        self.kept = Some(r);
+        ok
+    }
+
+    fn error(&self) -> Option<StoreError> {
+        self.kept.as_ref()?.as_ref().err().cloned()
+    }
+
+    fn file(self: Box<Self>, failed: Option<&StoreError>) {
+        let Op { kept, reply, .. } = *self;
+        reply.file(match (failed, kept) {
+            (Some(e), _) => Err(e.clone()),
+            (None, Some(r)) => r,
+            (None, None) => Err(lost()),
+        });
     }
 
     fn fail(self: Box<Self>, e: &StoreError) {
         self.reply.file(Err(e.clone()));
-    }
-}
-
-struct Done<R> {
-    result: Result<R, StoreError>,
-    reply: Reply<R>,
-}
-
-impl<R: Send> Ran for Done<R> {
-    fn ok(&self) -> bool {
-        self.result.is_ok()
-    }
-
-    fn error(&self) -> Option<StoreError> {
-        self.result.as_ref().err().cloned()
-    }
-
-    fn file(self: Box<Self>, failed: Option<&StoreError>) {
-        let Done { result, reply } = *self;
-        reply.file(match failed {
-            Some(e) => Err(e.clone()),
-            None => result,
-        });
     }
 }
 
@@ -301,6 +295,8 @@ pub(crate) struct Queue {
     wake: Condvar,
     /// The commits made (for the tests: how many writes shared one).
     commits: AtomicU64,
+    /// The savepoints made (for the tests: a batch makes them only after a failure).
+    savepoints: AtomicU64,
 }
 
 #[derive(Default)]
@@ -338,6 +334,12 @@ impl Queue {
     #[cfg(test)]
     pub(crate) fn commits(&self) -> u64 {
         self.commits.load(Ordering::Relaxed)
+    }
+
+    /// How many savepoints the batches have made.
+    #[cfg(test)]
+    pub(crate) fn savepoints(&self) -> u64 {
+        self.savepoints.load(Ordering::Relaxed)
     }
 
     /// Queues `w` as if by another thread, which waits for it.
@@ -444,7 +446,7 @@ impl Queue {
     }
 
     fn run_batch(&self, db: &mut Db, published: &Published) -> bool {
-        let mut writes = self.take(MAX_BATCH);
+        let writes = self.take(MAX_BATCH);
         if writes.is_empty() {
             return false;
         }
@@ -453,20 +455,29 @@ impl Queue {
             return true;
         }
         let mut taken = writes.len();
+        let mut pending = VecDeque::from(writes);
         let mut tx = Segment::default();
         loop {
-            for w in writes.drain(..) {
-                tx.step(db, w, published);
+            while let Some(w) = pending.pop_front() {
+                if let Some(again) = tx.step(db, w, published) {
+                    // A write failed after others of a transaction without savepoints, which
+                    // was rolled back: they run again, each after the first in a savepoint,
+                    // ahead of the writes not yet run.
+                    again.into_iter().rev().for_each(|w| pending.push_front(w));
+                    tx.savepoints = true;
+                }
             }
             if taken >= MAX_BATCH {
                 break;
             }
-            writes = self.take(MAX_BATCH - taken);
-            if writes.is_empty() {
+            let more = self.take(MAX_BATCH - taken);
+            if more.is_empty() {
                 break;
             }
-            taken += writes.len();
+            taken += more.len();
+            pending.extend(more);
         }
+        self.savepoints.fetch_add(tx.made, Ordering::Relaxed);
         if tx.open {
             match exec(&db.conn, "COMMIT") {
                 Ok(()) => {
@@ -483,19 +494,41 @@ impl Queue {
 /// One transaction of a batch: the writes run in it, answered when it ends. A batch is one
 /// segment unless a transaction ends early (its first write failed, or the transaction failed
 /// and was rolled back): the writes after it then run in a new one.
+///
+/// The writes of a transaction run one after another with no savepoint between them, as long
+/// as each succeeds: a savepoint makes SQLite copy every page a write changes that the
+/// transaction had already written, to be able to undo that write alone (rota-bench's SQLite
+/// runner rows at 10 000 live jobs, two alternating rounds of a test build run with and
+/// without its savepoints: 0.855 / 0.872 against 0.896 / 0.894 of the raw loop's speed with 1
+/// worker, 0.895 / 0.912 against 0.961 / 0.955 with 2; see bench/RESULTS.md). When a write fails after others, the
+/// transaction is rolled back and they all run again from its start, each after the first in
+/// a savepoint of its own (`savepoints`), so that the failing write is undone alone.
 #[derive(Default)]
 struct Segment {
     /// Every write run in the open transaction, kept or rolled back to its savepoint: all are
     /// answered when the transaction ends, since a failed write may have failed because of an
     /// earlier one (an id it conflicted with) that the commit may yet lose.
-    ran: Vec<Box<dyn Ran>>,
+    ran: Vec<Box<dyn Write>>,
     open: bool,
+    /// Each write after the first runs in a savepoint of its own (after a failure of a
+    /// transaction without them; for the rest of the batch).
+    savepoints: bool,
+    /// Savepoints made.
+    made: u64,
 }
 
 impl Segment {
-    /// Runs `w` in the transaction (begun first if none is open), in a savepoint of its own
-    /// unless it is the transaction's first write.
-    fn step(&mut self, db: &mut Db, w: Box<dyn Write>, published: &Published) {
+    /// Runs `w` in the transaction (begun first if none is open), in a savepoint of its own if
+    /// `savepoints` and it is not the transaction's first write. Without savepoints, a write
+    /// that fails after others rolls the transaction back: the writes it held and `w` are
+    /// returned, not answered, to be run again (the tally is then stale, read afresh in the
+    /// next transaction).
+    fn step(
+        &mut self,
+        db: &mut Db,
+        mut w: Box<dyn Write>,
+        published: &Published,
+    ) -> Option<Vec<Box<dyn Write>>> {
         if !self.open {
             // (A transaction before this one, of this batch or of one before it under the same
             // lock, may have failed and left it open; the tally is then read afresh below.)
@@ -503,55 +536,76 @@ impl Segment {
             if let Err(e) = exec(&db.conn, "BEGIN IMMEDIATE") {
                 // Nothing is open: this write fails alone, the next one tries again.
                 w.fail(&e);
-                return;
+                return None;
             }
             self.open = true;
             // A transaction of this batch that failed left the tally moved by its undone
             // writes (stale): read it afresh, in this transaction, before a write counts on it.
             if let Err(e) = db.tally() {
                 w.fail(&e);
-                return self.abort(db, published, &e);
+                self.abort(db, published, &e);
+                return None;
             }
         }
         let first = self.ran.is_empty();
-        if !first && let Err(e) = exec(&db.conn, "SAVEPOINT w") {
-            w.fail(&e);
-            return self.abort(db, published, &e);
+        let savepoint = self.savepoints && !first;
+        if savepoint {
+            if let Err(e) = exec(&db.conn, "SAVEPOINT w") {
+                w.fail(&e);
+                self.abort(db, published, &e);
+                return None;
+            }
+            self.made += 1;
         }
-        let ran = w.run(&db.conn, &mut db.tally);
+        let ok = w.run(&db.conn, &mut db.tally);
+        if !first && !self.savepoints && (!ok || db.conn.is_autocommit()) {
+            // Nothing to undo it alone: undo the transaction and run its writes again.
+            if !db.conn.is_autocommit() {
+                let _ = db.conn.execute_batch("ROLLBACK");
+            }
+            db.stale = true;
+            self.open = false;
+            let mut again = std::mem::take(&mut self.ran);
+            again.push(w);
+            return Some(again);
+        }
         if db.conn.is_autocommit() {
             // The transaction ended under the write: SQLite rolls the whole of it back on
             // some errors (a full disk, an I/O error, out of memory). A write that failed gets
             // its own error; the others of the transaction are gone.
-            let e = rolled_back(ran.error());
-            let own = if ran.ok() { Some(&e) } else { None };
-            ran.file(own);
-            return self.abort(db, published, &e);
+            let e = rolled_back(w.error());
+            let own = if ok { Some(&e) } else { None };
+            w.file(own);
+            self.abort(db, published, &e);
+            return None;
         }
-        if ran.ok() {
-            if !first && let Err(e) = exec(&db.conn, "RELEASE w") {
-                ran.file(Some(&e));
-                return self.abort(db, published, &e);
+        if ok {
+            if savepoint && let Err(e) = exec(&db.conn, "RELEASE w") {
+                w.file(Some(&e));
+                self.abort(db, published, &e);
+                return None;
             }
-            self.ran.push(ran);
-            return;
+            self.ran.push(w);
+            return None;
         }
         if first {
             // Nothing else is in the transaction: roll it back and answer the write now.
             let undone = exec(&db.conn, "ROLLBACK");
-            ran.file(None);
-            return match undone {
+            w.file(None);
+            match undone {
                 Ok(()) => self.open = false,
                 Err(e) => self.abort(db, published, &e),
-            };
+            }
+            return None;
         }
         match exec(&db.conn, "ROLLBACK TO w").and_then(|()| exec(&db.conn, "RELEASE w")) {
-            Ok(()) => self.ran.push(ran),
+            Ok(()) => self.ran.push(w),
             Err(e) => {
-                ran.file(Some(&e));
+                w.file(Some(&e));
                 self.abort(db, published, &e);
             }
         }
+        None
     }
 
     /// Ends the transaction (committed, or already gone) and answers its writes: each its own
@@ -559,7 +613,7 @@ impl Segment {
     fn answer(&mut self, db: &Db, published: &Published, failed: Option<&StoreError>) {
         self.open = false;
         published.publish(db);
-        self.ran.drain(..).for_each(|r| r.file(failed));
+        self.ran.drain(..).for_each(|w| w.file(failed));
     }
 
     /// Rolls the transaction back (if SQLite has not) and fails every write run in it with

@@ -81,6 +81,8 @@ fn writes_queued_behind_a_held_connection_share_one_commit_and_each_gets_its_own
     let got = batched(&s, calls);
     assert!(got.iter().all(|r| *r == Ok(Admission::Created)), "{got:?}");
     assert_eq!(s.queue.commits(), before + 1);
+    // Every write succeeded: none ran in a savepoint of its own.
+    assert_eq!(s.queue.savepoints(), 0);
     for i in 0..8 {
         let row = block_on(s.job(&job(&i.to_string(), "").id))
             .unwrap()
@@ -136,6 +138,9 @@ fn a_write_that_fails_in_a_batch_is_rolled_back_alone() {
     assert_eq!(got[3], Ok(Admission::Created));
     assert_eq!(got[4], Ok(Admission::CallerBusy));
     assert_eq!(s.queue.commits(), before + 1);
+    // dup_b failed after b, in a transaction without savepoints: b and dup_b ran again, dup_b
+    // in a savepoint, and so did every write after them.
+    assert_eq!(s.queue.savepoints(), 3);
     // The failed writes left nothing: a is still alice's, b bob's; no carol.
     let row = |id: &str| block_on(s.job(&job(id, "").id)).unwrap().unwrap();
     assert_eq!(row("a").caller, "alice");
@@ -704,7 +709,8 @@ fn sqlite_temp_files_open() -> Vec<String> {
 #[test]
 #[cfg(target_os = "linux")]
 fn a_batch_whose_savepoint_rewrites_many_pages_writes_no_temporary_file() {
-    // A write in a savepoint that rewrites pages the batch's earlier write dirtied keeps
+    // A write in a savepoint (a batch runs its writes in savepoints once one failed after
+    // others) that rewrites pages the batch's earlier write dirtied keeps
     // their first images in the sub-journal, in memory (`temp_store = MEMORY`): SQLite would
     // otherwise spill one over 64 KiB to a file in the temp directory, and keep writing every
     // later batch's there (a syscall per page; and a batch fails where that directory is full
@@ -720,10 +726,18 @@ fn a_batch_whose_savepoint_rewrites_many_pages_writes_no_temporary_file() {
         let id = job("a", "").id;
         Box::new(move |s| block_on(s.finish_target(&id, 0, &w, 2, None)))
     };
+    // A third write that fails: the batch runs again with savepoints (the second write in one).
+    let fails: Call<Result<bool, rota_core::StoreError>> =
+        Box::new(|s| s.write(|_, _| Err(rota_core::StoreError::Conflict("fails".into()))));
     let before = s.queue.commits();
-    let got = batched(&s, vec![finish(big('x')), finish(big('y'))]);
-    assert_eq!(got, vec![Ok(true), Ok(true)]);
+    let got = batched(&s, vec![finish(big('x')), finish(big('y')), fails]);
+    assert_eq!(got[..2], [Ok(true), Ok(true)]);
+    assert!(
+        matches!(got[2], Err(rota_core::StoreError::Conflict(_))),
+        "{got:?}"
+    );
     assert_eq!(s.queue.commits(), before + 1, "one batch");
+    assert_eq!(s.queue.savepoints(), 2);
     assert_eq!(sqlite_temp_files_open(), Vec::<String>::new());
     let stored = block_on(s.targets(&a.id)).unwrap();
     assert_eq!(
@@ -775,4 +789,37 @@ fn a_sweep_undone_with_its_batch_does_not_hide_the_jobs_that_came_back() {
     assert_eq!(block_on(s.job(&j.id)).unwrap(), None);
     assert_eq!(s.published.lease_floor(), i64::MAX, "no terminal job left");
     assert_tally_true(&s);
+}
+
+#[test]
+fn writes_run_again_after_a_failure_are_stored_once() {
+    let s = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let a = job("a", "alice");
+    assert_eq!(block_on(s.admit(&a, &CAPS)), Ok(Admission::Created));
+    let finish = |idx: usize| -> Call<Result<bool, rota_core::StoreError>> {
+        let id = a.id.clone();
+        Box::new(move |s| {
+            let done = TargetWrite::Done {
+                result: "r".repeat(100),
+            };
+            block_on(s.finish_target(&id, idx, &done, 2, None))
+        })
+    };
+    let fails: Call<Result<bool, rota_core::StoreError>> =
+        Box::new(|s| s.write(|_, _| Err(rota_core::StoreError::Conflict("fails".into()))));
+    // The two finishes ran, then the third write failed: all three ran again.
+    let got = batched(&s, vec![finish(0), finish(1), fails]);
+    assert_eq!(got[..2], [Ok(true), Ok(true)]);
+    assert!(got[2].is_err(), "{got:?}");
+    let row = block_on(s.job(&a.id)).unwrap().unwrap();
+    assert_eq!(row.targets_done, 2);
+    let targets = block_on(s.targets(&a.id)).unwrap();
+    assert_eq!(targets.len(), 2);
+    assert!(
+        targets
+            .iter()
+            .all(|t| t.result.as_deref() == Some("r".repeat(100).as_str()))
+    );
+    assert_tally_true(&s);
+    s.integrity_check().unwrap();
 }

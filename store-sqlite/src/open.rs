@@ -498,8 +498,9 @@ fn tune(conn: &Connection, sync: Synchronous) -> Result<(), StoreError> {
     };
     conn.execute_batch(&format!("PRAGMA synchronous = {level};"))
         .map_err(ctx("setting synchronous"))?;
-    // The sub-journal of the group commit's savepoints (the first image of each page a write
-    // in a savepoint changes again) stays in memory: by default SQLite spills one over 64 KiB
+    // The sub-journal of the group commit's savepoints (made when a batch runs again after a
+    // failed write: the first image of each page a write in a savepoint changes again) stays
+    // in memory: by default SQLite spills one over 64 KiB
     // to a file in the temp directory, which an exclusive-mode connection then keeps, writing
     // every later savepoint's pages there (a syscall each: 2.8 % of the samples of rota-bench's
     // SQLite runner at 10 000 live jobs, 0.5 % in memory); and a batch would fail where that

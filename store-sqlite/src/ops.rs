@@ -2,7 +2,9 @@
 //! connection: one statement for a read; for a write, its statements, run inside the
 //! transaction the caller opened (`batch` opens it, and commits it once for every write of a
 //! batch). A write moves the [`Tally`] only after its last statement succeeded, so a write that
-//! fails has changed nothing, in the rows (its savepoint is rolled back) or in the tally.
+//! fails has changed nothing, in the rows (its transaction, or its savepoint, is rolled back) or in
+//! the tally. A write may run twice (`batch` runs a batch again after a failure, the first run
+//! undone): it changes nothing but the rows and the tally.
 //!
 //! The rows are built and changed with rota-core's own helpers ([`NewJob::rows`],
 //! [`TargetRow::apply`], [`TargetRow::n_bytes`], [`reusable`], [`may_transition`],
