@@ -30,7 +30,7 @@ pub async fn status(store: &StoreUrl, id: &str) -> Result<ExitCode, String> {
                  use --store sqlite:PATH or redb:PATH to keep jobs"
             ));
         }
-        StoreUrl::Sqlite(p) | StoreUrl::Redb(p) if !p.exists() => {
+        StoreUrl::Sqlite(p) | StoreUrl::Redb(p) if store.is_missing()? => {
             return Err(format!(
                 "no store at {}: nothing has run with --store {store} here",
                 p.display()

@@ -89,6 +89,20 @@ impl StoreUrl {
         }
     }
 
+    /// Whether the store's file is missing (`false` for the memory store), for the commands
+    /// that read a store and must not create one. A path that cannot be looked at (a directory
+    /// on the way that cannot be searched, or is a file) is an error naming the path, not a
+    /// missing store.
+    pub fn is_missing(&self) -> Result<bool, String> {
+        match self.path() {
+            None => Ok(false),
+            Some(p) => p
+                .try_exists()
+                .map(|there| !there)
+                .map_err(|e| format!("cannot look for the store {self}: {e}")),
+        }
+    }
+
     /// Opens the store. A file store is created if it does not exist.
     pub fn open(&self) -> Result<Arc<dyn BatchStore>, StoreError> {
         Ok(match self {

@@ -16,7 +16,7 @@ pub fn upgrade(store: &StoreUrl) -> Result<ExitCode, String> {
                 "the memory store keeps nothing between commands: nothing to upgrade".into(),
             );
         }
-        StoreUrl::Sqlite(p) | StoreUrl::Redb(p) if !p.exists() => {
+        StoreUrl::Sqlite(p) | StoreUrl::Redb(p) if store.is_missing()? => {
             return Err(format!("no store at {}: nothing to upgrade", p.display()));
         }
         StoreUrl::Sqlite(p) if std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() == 0) => {

@@ -723,6 +723,41 @@ async fn status_on_a_store_that_does_not_exist_fails_and_creates_nothing() {
     assert!(!env.db().exists());
 }
 
+/// A store path that cannot be looked at (here: under a regular file) is not called missing:
+/// the error names the path and what the system said, for `status` and `upgrade` alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_and_upgrade_on_a_path_that_cannot_be_looked_at_say_why_not_no_store() {
+    let env = Env::new();
+    let file = env.file("plain", "not a directory");
+    for scheme in ["sqlite", "redb"] {
+        let store = format!("{scheme}:{}/jobs", file.display());
+        for args in [
+            vec![
+                "--store",
+                &store,
+                "status",
+                "0123456789abcdef0123456789abcdef",
+            ],
+            vec!["--store", &store, "upgrade"],
+        ] {
+            let o = env.rota(&args, None).await;
+            let err = stderr(&o);
+            assert_eq!(code(&o), 1, "{args:?}: {err}");
+            assert!(!err.contains("no store"), "{args:?}: {err}");
+            assert!(
+                err.contains(&format!("cannot look for the store {store}")),
+                "{args:?}: {err}"
+            );
+            assert!(err.contains("Not a directory"), "{args:?}: {err}");
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "not a directory",
+        "the file is left as it was"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_file_contents_fail_before_anything_is_submitted_naming_the_item_or_line() {
     let env = Env::new();
