@@ -294,9 +294,13 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (digits, unit) = s.split_at(split);
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size: give a whole number like 8MiB or 500000"))?;
+    let n: u64 = digits.parse().map_err(|e: std::num::ParseIntError| {
+        if *e.kind() == std::num::IntErrorKind::PosOverflow {
+            format!("{s:?} is too large")
+        } else {
+            format!("{s:?} is not a size: give a whole number like 8MiB or 500000")
+        }
+    })?;
     if unit.starts_with(['.', ',']) {
         return Err(format!(
             "{s:?} is not a size: give a whole number of a unit, no fraction: like 1536MiB, not 1.5GiB"
@@ -328,6 +332,18 @@ mod tests {
     #[test]
     fn the_command_line_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn a_size_too_large_for_its_number_says_too_large() {
+        for s in [
+            "99999999999999999999999",
+            "99999999999999999999999MiB",
+            "17179869184GiB",
+        ] {
+            assert_eq!(parse_size(s), Err(format!("{s:?} is too large")));
+        }
+        assert_eq!(parse_size("18446744073709551615"), Ok(u64::MAX));
     }
 
     #[test]
