@@ -9,6 +9,10 @@ use rota::{Options, Target};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
+/// Said of a JSON line that ends inside a value.
+const ONE_LINE_EACH: &str = " (in JSON lines each target is on a line of its own; for targets \
+                             written over several lines, put them in a JSON array: [{...}, ...])";
+
 /// The keys a target object may have.
 const TARGET_KEYS: &[&str] = &["url", "options"];
 /// The keys a target's `options` may have.
@@ -43,8 +47,12 @@ pub fn parse_targets(text: &str) -> Result<Vec<Target>, String> {
             if line.trim().is_empty() {
                 continue;
             }
-            let Strict(v) = serde_json::from_str(line)
-                .map_err(|e| format!("line {n}: not valid JSON: {}", in_line(&e)))?;
+            let Strict(v) = serde_json::from_str(line).map_err(|e| {
+                // A line that ends inside a value: most likely a target written over several
+                // lines, as JSON lines do not allow.
+                let hint = if e.is_eof() { ONE_LINE_EACH } else { "" };
+                format!("line {n}: not valid JSON: {}{hint}", in_line(&e))
+            })?;
             out.push(to_target(v).map_err(|e| format!("line {n}: {e}"))?);
         }
         out
@@ -399,7 +407,9 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             e,
-            "line 3: not valid JSON: EOF while parsing an object at column 27"
+            format!(
+                "line 3: not valid JSON: EOF while parsing an object at column 27{ONE_LINE_EACH}"
+            )
         );
         let e = parse_targets("\"https://a.example\"\n\"https://b.example\", \n").unwrap_err();
         assert_eq!(
@@ -412,6 +422,28 @@ mod tests {
             e,
             "line 2: not valid JSON: the key \"url\" is given twice at column 36"
         );
+    }
+
+    /// A single target object written over several lines (as a pretty-printer writes it) is
+    /// not JSON lines: the error says so and how to write it, and a JSON array of such objects
+    /// is read.
+    #[test]
+    fn a_target_over_several_lines_says_to_use_an_array() {
+        let pretty = "{\n  \"url\": \"https://a.example/1\",\n  \"options\": {}\n}\n";
+        let e = parse_targets(pretty).unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "line 1: not valid JSON: EOF while parsing an object at column 1{ONE_LINE_EACH}"
+            )
+        );
+        assert_eq!(
+            parse_targets(&format!("[{pretty}]")).unwrap(),
+            vec![url("https://a.example/1")]
+        );
+        // A line broken otherwise than at its end gets no such hint.
+        let e = parse_targets("{\"url\": 1 2}\n").unwrap_err();
+        assert!(!e.contains("JSON array"), "{e}");
     }
 
     #[test]
