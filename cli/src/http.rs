@@ -354,6 +354,9 @@ fn status_hint(status: StatusCode) -> &'static str {
         405 | 406 | 415 => {
             "the server will not serve this resource to a plain GET; try another URL"
         }
+        // The server gave up waiting for the request to arrive: the network, not the page.
+        408 => "the server timed out waiting for the request; try again later",
+        414 => "the URL is too long for this server; shorten its query string",
         451 => "the page is blocked for legal reasons; use another source",
         400..=499 => "the server rejected the request; check the URL and its query string",
         _ => "the server failed to answer; try again later or use another source",

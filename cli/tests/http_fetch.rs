@@ -84,6 +84,22 @@ async fn a_407_hint_is_about_the_proxy_not_the_page() {
     assert!(!e.hint.contains("page needs a login"), "{}", e.hint);
 }
 
+/// A 408 (the server gave up waiting for the request) and a 414 (the URL too long) are not
+/// about the URL's query in general: each hint says what to do about it.
+#[tokio::test]
+async fn a_408_and_a_414_have_hints_of_their_own() {
+    let s = common::start().await;
+    for (code, msg, hint) in [
+        (408, "HTTP 408 Request Timeout", "try again later"),
+        (414, "HTTP 414 URI Too Long", "shorten"),
+    ] {
+        let e = target_error(get(target(s.url(&format!("/status/{code}")))).await);
+        assert_eq!((e.status, e.msg.as_str()), (code, msg));
+        assert!(e.hint.contains(hint), "{code}: {}", e.hint);
+        assert!(!e.hint.contains("check the URL"), "{code}: {}", e.hint);
+    }
+}
+
 #[tokio::test]
 async fn a_503_or_429_is_only_busy() {
     let s = common::start().await;
