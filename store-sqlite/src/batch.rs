@@ -26,7 +26,9 @@
 //!   transaction back under a failing write), each write in it gets that error, including one
 //!   that had failed on its own (its failure may have come from an earlier write that is now
 //!   lost), and none of them is stored; the writes after such a failure run in a new
-//!   transaction.
+//!   transaction. (Said of a transaction with savepoints: in one without, a write that fails,
+//!   or under which SQLite ends the transaction, after others sends them all and itself to
+//!   run again in a new transaction with savepoints, and what they get is decided there.)
 //! - **The tally.** Each write moves the in-memory tally as it succeeds inside the transaction,
 //!   so the next write of the batch sees it (two admits of one batch both count against the
 //!   caps). A transaction that fails (or panics) leaves the tally ahead of the rows: it is then
@@ -493,7 +495,9 @@ impl Queue {
 
 /// One transaction of a batch: the writes run in it, answered when it ends. A batch is one
 /// segment unless a transaction ends early (its first write failed, or the transaction failed
-/// and was rolled back): the writes after it then run in a new one.
+/// and was rolled back): the writes after it then run in a new one. Or unless, with no
+/// savepoints, a write fails after others: the transaction is rolled back unanswered, and its
+/// writes and the failing one run again in a new one, with savepoints.
 ///
 /// The writes of a transaction run one after another with no savepoint between them, as long
 /// as each succeeds: a savepoint makes SQLite copy every page a write changes that the
@@ -506,8 +510,9 @@ impl Queue {
 #[derive(Default)]
 struct Segment {
     /// Every write run in the open transaction, kept or rolled back to its savepoint: all are
-    /// answered when the transaction ends, since a failed write may have failed because of an
-    /// earlier one (an id it conflicted with) that the commit may yet lose.
+    /// answered when the transaction ends (or, the transaction rolled back to run them again,
+    /// run again), since a failed write may have failed because of an earlier one (an id it
+    /// conflicted with) that the commit may yet lose.
     ran: Vec<Box<dyn Write>>,
     open: bool,
     /// Each write after the first runs in a savepoint of its own (after a failure of a

@@ -14,8 +14,8 @@
 //!   status of a job's last target).
 //! - `batch`: the group commit. Each write is queued; the thread that takes the connection runs
 //!   every queued write in one `BEGIN IMMEDIATE` transaction and commits once, so two workers
-//!   storing at once share a commit (if one write fails after others, the batch runs again
-//!   with a savepoint each, so that it is rolled back alone).
+//!   storing at once share a commit (if one write fails after others of its transaction,
+//!   those run again with a savepoint each, so that it is rolled back alone).
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 

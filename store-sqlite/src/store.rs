@@ -47,9 +47,9 @@ pub struct SqliteOptions {
 ///   acknowledged is there and none is half done. See [`Synchronous`] for power loss.
 /// - **Group commit.** Writes made at the same time from several threads (two workers, a
 ///   submit beside them) share one transaction and one commit: the thread that has the
-///   connection runs the others' queued writes too; if one fails, it is rolled back alone
-///   (the batch runs again with a savepoint for each write). One thread writing alone makes
-///   one commit per write, as before.
+///   connection runs the others' queued writes too; one that fails is rolled back alone (if
+///   it fails after others of its transaction, that transaction's writes run again with a
+///   savepoint for each). One thread writing alone makes one commit per write, as before.
 /// - **Housekeeping without the connection when there is nothing to do.** The byte total and a
 ///   bound on the oldest terminal lease are kept in memory (the file has one owner): evict
 ///   under the budget and a sweep with nothing due (after every stored target, after every
