@@ -495,24 +495,24 @@ impl Queue {
 
 /// One transaction of a batch: the writes run in it, answered when it ends. A batch is one
 /// segment unless a transaction ends early (its first write failed, or the transaction failed
-/// and was rolled back): the writes after it then run in a new one. Or unless, with no
-/// savepoints, a write fails after others: the transaction is rolled back unanswered, and its
-/// writes and the failing one run again in a new one, with savepoints.
+/// and was rolled back): the writes after it then run in a new one.
 ///
 /// The writes of a transaction run one after another with no savepoint between them, as long
 /// as each succeeds: a savepoint makes SQLite copy every page a write changes that the
 /// transaction had already written, to be able to undo that write alone (rota-bench's SQLite
 /// runner rows at 10 000 live jobs, two alternating rounds of a test build run with and
-/// without its savepoints: 0.855 / 0.872 against 0.896 / 0.894 of the raw loop's speed with 1
-/// worker, 0.895 / 0.912 against 0.961 / 0.955 with 2; see bench/RESULTS.md). When a write fails after others, the
-/// transaction is rolled back and they all run again from its start, each after the first in
-/// a savepoint of its own (`savepoints`), so that the failing write is undone alone.
+/// without its savepoints: 0.855 / 0.872 against 0.896 / 0.894 of the raw loop's speed with
+/// 1 worker, 0.895 / 0.912 against 0.961 / 0.955 with 2; see bench/RESULTS.md). When a write
+/// fails after others (or the transaction ends under it), the transaction is rolled back with
+/// none of its writes answered, and they and the failing one run again in a new one, each
+/// after the first in a savepoint of its own (`savepoints`), so that a failing write is undone
+/// alone.
 #[derive(Default)]
 struct Segment {
     /// Every write run in the open transaction, kept or rolled back to its savepoint: all are
-    /// answered when the transaction ends (or, the transaction rolled back to run them again,
-    /// run again), since a failed write may have failed because of an earlier one (an id it
-    /// conflicted with) that the commit may yet lose.
+    /// answered when the transaction ends (or handed back to run again, see above), since a
+    /// failed write may have failed because of an earlier one (an id it conflicted with) that
+    /// the commit may yet lose.
     ran: Vec<Box<dyn Write>>,
     open: bool,
     /// Each write after the first runs in a savepoint of its own (after a failure of a
