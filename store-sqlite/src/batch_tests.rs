@@ -710,11 +710,11 @@ fn sqlite_temp_files_open() -> Vec<String> {
 #[cfg(target_os = "linux")]
 fn a_batch_whose_savepoint_rewrites_many_pages_writes_no_temporary_file() {
     // A write in a savepoint (a batch runs its writes in savepoints once one failed after
-    // others) that rewrites pages the batch's earlier write dirtied keeps
-    // their first images in the sub-journal, in memory (`temp_store = MEMORY`): SQLite would
-    // otherwise spill one over 64 KiB to a file in the temp directory, and keep writing every
-    // later batch's there (a syscall per page; and a batch fails where that directory is full
-    // or not writable). Here, a 256 KiB result stored, then stored again in the same batch.
+    // others) that rewrites pages the batch's earlier write dirtied keeps their first images
+    // in the sub-journal, in memory (`temp_store = MEMORY`): SQLite would otherwise spill one
+    // over 64 KiB to a file in the temp directory, and keep writing every later batch's there
+    // (a syscall per page; and a batch fails where that directory is full or not writable).
+    // Here, a 256 KiB result stored, then stored again in the same batch.
     let dir = tempfile::tempdir().unwrap();
     let s = Arc::new(SqliteStore::open(dir.path().join("rota.sqlite")).unwrap());
     let a = job("a", "alice");
