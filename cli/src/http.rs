@@ -222,13 +222,23 @@ impl HttpFetch {
                     .to_owned(),
             )
         } else if e.is_connect() {
+            let hint = match tunnel_error(e) {
+                Some(Tunnel::AuthRequired) => PROXY_AUTH_HINT,
+                Some(Tunnel::Other) => {
+                    "the proxy the environment names (https_proxy or all_proxy) would not open \
+                     a connection to the host; check the proxy and whether it lets you reach \
+                     that host, or list the target's host in no_proxy to fetch it directly"
+                }
+                None => {
+                    "the host could not be reached (DNS lookup, refused connection or TLS \
+                     handshake failed); check the host name and the http/https scheme, or try \
+                     again later"
+                }
+            };
             (
                 502,
                 format!("could not connect: {}", root_cause(e)),
-                "the host could not be reached (DNS lookup, refused connection or TLS \
-                 handshake failed); check the host name and the http/https scheme, or try \
-                 again later"
-                    .to_owned(),
+                hint.to_owned(),
             )
         } else {
             (
@@ -338,11 +348,7 @@ fn status_hint(status: StatusCode) -> &'static str {
         }
         401 => "the page needs a login; use a public source or one you can authenticate to",
         // Only a proxy asks for proxy credentials: the one the environment names.
-        407 => {
-            "the proxy the environment names (http_proxy, https_proxy or all_proxy) wants \
-             credentials; give them in its URL (http://USER:PASSWORD@HOST:PORT), or list the \
-             target's host in no_proxy to fetch it directly"
-        }
+        407 => PROXY_AUTH_HINT,
         403 => {
             "the server refuses this client (login needed or automated access blocked); try \
              another source for the same content"
@@ -361,6 +367,39 @@ fn status_hint(status: StatusCode) -> &'static str {
         400..=499 => "the server rejected the request; check the URL and its query string",
         _ => "the server failed to answer; try again later or use another source",
     }
+}
+
+/// The hint of a proxy that wants credentials: its 407 to an http:// target's request, or its
+/// refusal to open a tunnel to an https:// target's host.
+const PROXY_AUTH_HINT: &str = "the proxy the environment names (http_proxy, https_proxy or \
+     all_proxy) wants credentials; give them in its URL (http://USER:PASSWORD@HOST:PORT), or \
+     list the target's host in no_proxy to fetch it directly";
+
+/// How an HTTP proxy failed to open a tunnel (`CONNECT`) for an https:// target.
+#[derive(Debug, PartialEq, Eq)]
+enum Tunnel {
+    /// It answered 407: it wants credentials.
+    AuthRequired,
+    /// It answered another status, or broke off.
+    Other,
+}
+
+/// How the proxy failed to open a tunnel, if that is what `e` is. The tunnel's error type is
+/// private to hyper-util, so it is told by its text (`tunnel error: …`); should that text
+/// change, the hint is the one for any failed connection.
+fn tunnel_error(e: &reqwest::Error) -> Option<Tunnel> {
+    let mut cur: Option<&dyn std::error::Error> = Some(e);
+    while let Some(err) = cur {
+        if let Some(what) = err.to_string().strip_prefix("tunnel error: ") {
+            return Some(if what == "proxy authorization required" {
+                Tunnel::AuthRequired
+            } else {
+                Tunnel::Other
+            });
+        }
+        cur = err.source();
+    }
+    None
 }
 
 /// The innermost error in `e`'s source chain, on one line (never the URL, which only the

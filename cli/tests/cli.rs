@@ -1063,6 +1063,59 @@ async fn run_fetches_through_a_socks_proxy_the_environment_names() {
     }
 }
 
+/// An https:// target goes to the proxy the environment names as a `CONNECT`. A proxy that
+/// refuses it for want of credentials (407) gets the same hint as its 407 to an http://
+/// target's request, and one that refuses it otherwise a hint about the proxy: both used to get
+/// the hint of an unreachable host (check the DNS name, the scheme, the TLS handshake).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_refusing_a_tunnel_gets_a_hint_about_the_proxy() {
+    let env = Env::new();
+    let targets = json_array(&["https://example.invalid/page".to_owned()]);
+    for (status_line, cause, says) in [
+        (
+            "407 Proxy Authentication Required",
+            "proxy authorization required",
+            "wants credentials; give them in its URL",
+        ),
+        (
+            "403 Forbidden",
+            "unsuccessful",
+            "would not open a connection",
+        ),
+    ] {
+        let proxy = common::refusing_proxy(status_line).await;
+        let url = proxy.url();
+        let vars = [("https_proxy", url.as_str()), ("no_proxy", "")];
+        let o = env
+            .rota_with(&["--store", "memory", "run", "-"], Some(&targets), &vars)
+            .await;
+        assert_eq!(code(&o), 1, "{status_line}: {}", stderr(&o));
+        assert_eq!(
+            proxy.asked(),
+            ["CONNECT example.invalid:443 HTTP/1.1"],
+            "{status_line}"
+        );
+        let got = lines(&o);
+        assert_eq!(got[0].status, TargetState::Failed, "{status_line}");
+        assert!(
+            got[0].error.ends_with(cause),
+            "{status_line}: {}",
+            got[0].error
+        );
+        assert!(got[0].hint.contains(says), "{status_line}: {}", got[0].hint);
+        assert!(
+            got[0].hint.contains("no_proxy"),
+            "{status_line}: {}",
+            got[0].hint
+        );
+        assert!(
+            !got[0].hint.contains("DNS"),
+            "{status_line}: {}",
+            got[0].hint
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_stops_with_exit_1_when_its_stdout_is_closed() {
     use std::io::{BufRead, BufReader};

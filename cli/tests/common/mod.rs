@@ -218,3 +218,58 @@ pub async fn socks5() -> Socks5 {
     });
     Socks5 { addr, relayed }
 }
+
+/// An HTTP proxy on 127.0.0.1 that opens no tunnel: it reads each request's head (a `CONNECT`,
+/// for an https:// target) and answers it with `status_line` (`407 Proxy Authentication
+/// Required`, say), then closes the connection.
+pub struct Refusing {
+    pub addr: SocketAddr,
+    asked: Arc<Mutex<Vec<String>>>,
+}
+
+impl Refusing {
+    /// `http://ADDR`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The request line of each request it was sent (`CONNECT host:443 HTTP/1.1`).
+    pub fn asked(&self) -> Vec<String> {
+        self.asked.lock().unwrap().clone()
+    }
+}
+
+/// Starts a [`Refusing`] proxy on the current tokio runtime.
+pub async fn refusing_proxy(status_line: &'static str) -> Refusing {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let seen = asked.clone();
+    tokio::spawn(async move {
+        while let Ok((mut c, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.ends_with(b"\r\n\r\n") {
+                    let n = c.read(&mut buf).await?;
+                    if n == 0 {
+                        return Ok::<(), std::io::Error>(());
+                    }
+                    head.extend_from_slice(&buf[..n]);
+                }
+                let text = String::from_utf8_lossy(&head);
+                seen.lock()
+                    .unwrap()
+                    .push(text.lines().next().unwrap_or("").to_owned());
+                c.write_all(
+                    format!("HTTP/1.1 {status_line}\r\ncontent-length: 0\r\n\r\n").as_bytes(),
+                )
+                .await?;
+                c.shutdown().await
+            });
+        }
+    });
+    Refusing { addr, asked }
+}
