@@ -224,6 +224,11 @@ impl HttpFetch {
         } else if e.is_connect() {
             let hint = match tunnel_error(e) {
                 Some(Tunnel::AuthRequired) => PROXY_AUTH_HINT,
+                Some(Tunnel::Unreachable) => {
+                    "the proxy the environment names (https_proxy or all_proxy) could not be \
+                     reached; check its address and that it is running, or list the target's \
+                     host in no_proxy to fetch it directly"
+                }
                 Some(Tunnel::Other) => {
                     "the proxy the environment names (https_proxy or all_proxy) would not open \
                      a connection to the host; check the proxy and whether it lets you reach \
@@ -380,6 +385,8 @@ const PROXY_AUTH_HINT: &str = "the proxy the environment names (http_proxy, http
 enum Tunnel {
     /// It answered 407: it wants credentials.
     AuthRequired,
+    /// No connection to it could be made.
+    Unreachable,
     /// It answered another status, or broke off.
     Other,
 }
@@ -391,10 +398,10 @@ fn tunnel_error(e: &reqwest::Error) -> Option<Tunnel> {
     let mut cur: Option<&dyn std::error::Error> = Some(e);
     while let Some(err) = cur {
         if let Some(what) = err.to_string().strip_prefix("tunnel error: ") {
-            return Some(if what == "proxy authorization required" {
-                Tunnel::AuthRequired
-            } else {
-                Tunnel::Other
+            return Some(match what {
+                "proxy authorization required" => Tunnel::AuthRequired,
+                "failed to create underlying connection" => Tunnel::Unreachable,
+                _ => Tunnel::Other,
             });
         }
         cur = err.source();

@@ -1116,6 +1116,39 @@ async fn a_proxy_refusing_a_tunnel_gets_a_hint_about_the_proxy() {
     }
 }
 
+/// An https:// target whose proxy (the one the environment names) cannot be reached gets a hint
+/// about that proxy, not about the target's host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_proxy_gets_a_hint_about_the_proxy() {
+    // A port nothing listens on any more.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let env = Env::new();
+    let targets = json_array(&["https://example.invalid/page".to_owned()]);
+    let url = format!("http://{closed}");
+    let vars = [("https_proxy", url.as_str()), ("no_proxy", "")];
+    let o = env
+        .rota_with(&["--store", "memory", "run", "-"], Some(&targets), &vars)
+        .await;
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let got = lines(&o);
+    assert_eq!(got[0].status, TargetState::Failed);
+    assert!(
+        got[0].error.starts_with("could not connect: "),
+        "{}",
+        got[0].error
+    );
+    assert!(
+        got[0].hint.contains("could not be reached"),
+        "{}",
+        got[0].hint
+    );
+    assert!(got[0].hint.contains("https_proxy"), "{}", got[0].hint);
+    assert!(!got[0].hint.contains("DNS"), "{}", got[0].hint);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_stops_with_exit_1_when_its_stdout_is_closed() {
     use std::io::{BufRead, BufReader};
