@@ -43,6 +43,35 @@ pub async fn evict_to(store: &dyn BatchStore, budget: u64) -> Result<usize, Stri
         .map_err(|e| format!("evicting finished jobs past --max-bytes: {e}"))
 }
 
+/// The most of FILE `rota run` reads for a job of at most `per_job` targets: 1 MiB a target (a
+/// URL is at most 64 KiB), and never less than 16 MiB. Past it the input is refused unread,
+/// rather than read whole into memory (an endless stdin, say) only to be refused for its count.
+pub fn input_cap(per_job: usize) -> u64 {
+    u64::try_from(per_job)
+        .unwrap_or(u64::MAX)
+        .saturating_mul(1 << 20)
+        .max(16 << 20)
+}
+
+/// Reads `r` to its end as UTF-8 text, or fails once it is past `cap` bytes; `name` names it in
+/// the errors.
+pub fn read_at_most(r: impl Read, cap: u64, name: &str) -> Result<String, String> {
+    let mut bytes = Vec::new();
+    r.take(cap.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("reading {name}: {e}"))?;
+    if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > cap {
+        return Err(format!(
+            "{name}: larger than {} MiB, more than a job of at most --targets-per-job targets \
+             needs (1 MiB a target, at least 16 MiB in all)",
+            cap >> 20
+        ));
+    }
+    // As `read_to_string` says it.
+    String::from_utf8(bytes)
+        .map_err(|_| format!("reading {name}: stream did not contain valid UTF-8"))
+}
+
 /// The exit code of a job that ended as `status`: 0 done, 2 partial, 1 otherwise.
 pub fn exit_code(status: JobStatus) -> ExitCode {
     match status {
@@ -60,14 +89,16 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
     } else {
         args.file.display().to_string()
     };
+    let per_job = args
+        .runner
+        .targets_per_job
+        .unwrap_or(Config::default().targets_per_job);
+    let cap = input_cap(per_job);
     let text = if is_stdin {
-        let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .map_err(|e| format!("reading stdin: {e}"))?;
-        s
+        read_at_most(std::io::stdin().lock(), cap, &name)?
     } else {
-        std::fs::read_to_string(&args.file).map_err(|e| format!("reading {name}: {e}"))?
+        let file = std::fs::File::open(&args.file).map_err(|e| format!("reading {name}: {e}"))?;
+        read_at_most(file, cap, &name)?
     };
     let targets = parse_targets(&text).map_err(|e| format!("{name}: {e}"))?;
     let total = targets.len();
@@ -305,5 +336,34 @@ fn submit_error(e: &SubmitError) -> String {
         }
         SubmitError::Busy => format!("{e}: too many live jobs; wait, or raise --jobs-total"),
         _ => format!("submitting the job: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_input_cap_is_a_mib_a_target_and_at_least_16_mib() {
+        assert_eq!(input_cap(32), 32 << 20);
+        assert_eq!(input_cap(1), 16 << 20);
+        assert_eq!(input_cap(usize::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn input_up_to_the_cap_is_read_and_past_it_refused() {
+        assert_eq!(read_at_most(&b"abc"[..], 3, "f").unwrap(), "abc");
+        let e = read_at_most(&b"abcd"[..], 3, "f").unwrap_err();
+        assert!(e.starts_with("f: larger than 0 MiB"), "{e}");
+        let e = read_at_most(&b"\xff\xfe"[..], 3, "f").unwrap_err();
+        assert_eq!(e, "reading f: stream did not contain valid UTF-8");
+    }
+
+    /// An endless input (`yes URL | rota run -`) is refused once past the cap, not read for
+    /// ever into memory.
+    #[test]
+    fn an_endless_input_is_refused_at_the_cap() {
+        let e = read_at_most(std::io::repeat(b'a'), 16 << 20, "stdin").unwrap_err();
+        assert!(e.starts_with("stdin: larger than 16 MiB"), "{e}");
     }
 }

@@ -1149,6 +1149,29 @@ async fn an_unreachable_proxy_gets_a_hint_about_the_proxy() {
     assert!(!got[0].hint.contains("DNS"), "{}", got[0].hint);
 }
 
+/// A FILE larger than any job of `--targets-per-job` targets could need (1 MiB a target, at
+/// least 16 MiB) is refused before it is parsed, and no job is made: it was read whole into
+/// memory, an endless stdin for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_past_the_input_cap_is_refused_unparsed() {
+    let env = Env::new();
+    let line = "\"https://a.example/page\"\n";
+    let big = env.file("big.jsonl", &line.repeat((16 << 20) / line.len() + 1));
+    let o = env
+        .rota(
+            &["run", "--targets-per-job", "1", big.to_str().unwrap()],
+            None,
+        )
+        .await;
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("big.jsonl: larger than 16 MiB, more than a job of at most"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!env.db().exists(), "no store was opened");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_stops_with_exit_1_when_its_stdout_is_closed() {
     use std::io::{BufRead, BufReader};
