@@ -219,35 +219,66 @@ fn option_types(options: &Map<String, Value>) -> Result<(), String> {
     Ok(())
 }
 
+/// The longest URL an HTTP request carries here (the `http` crate's limit on a request's URI).
+const MAX_URL: usize = u16::MAX as usize - 1;
+
+/// Shown of a URL in an error: whole, as JSON quotes it, up to [`QUOTED`] characters.
+const QUOTED: usize = 200;
+
+/// `url` quoted for an error message: whole if short, else its start and its length.
+fn quoted(url: &str) -> String {
+    match url.char_indices().nth(QUOTED) {
+        None => format!("{url:?}"),
+        Some((cut, _)) => format!("{:?}… ({} bytes)", &url[..cut], url.len()),
+    }
+}
+
 fn check_url(url: &str) -> Result<(), String> {
+    let q = quoted(url);
     // The URL parser forgives what it takes for typing slips: it drops spaces around the URL
-    // and tabs and newlines inside it, and reads `http:host/a` as `http://host/a`. The URL
-    // stored, shown and keyed for reuse is the one given, so it must be the one fetched.
+    // and tabs and newlines inside it, reads `http:host/a` as `http://host/a` and a backslash
+    // as a slash. The URL stored, shown and keyed for reuse is the one given, so it must be the
+    // one fetched.
     if url.trim() != url {
-        return Err(format!("{url:?} has spaces around it: give the URL alone"));
+        return Err(format!("{q} has spaces around it: give the URL alone"));
     }
     if url.chars().any(char::is_control) {
         return Err(format!(
-            "{url:?} holds a control character (a tab or a line break?): give the URL alone"
+            "{q} holds a control character (a tab or a line break?): give the URL alone"
+        ));
+    }
+    // In the query (and the fragment, never sent) a backslash is kept as it is.
+    let before_query = url.split(['?', '#']).next().unwrap_or_default();
+    if before_query.contains('\\') {
+        return Err(format!(
+            "{q} holds a backslash, which the URL parser reads as a slash: write / (or %5C for \
+             a backslash)"
         ));
     }
     match reqwest::Url::parse(url) {
         Ok(u) if matches!(u.scheme(), "http" | "https") => {
             let after_scheme = url.get(u.scheme().len() + 1..).unwrap_or_default();
-            if after_scheme.starts_with("//") {
-                Ok(())
-            } else {
+            if !after_scheme.starts_with("//") {
                 Err(format!(
-                    "{url:?} is not an absolute http(s) URL: write {}://HOST/…",
+                    "{q} is not an absolute http(s) URL: write {}://HOST/…",
                     u.scheme()
                 ))
+            } else if u.as_str().len() > MAX_URL {
+                // As sent: the parser escapes what a URL may not hold as it is, which lengthens it.
+                Err(format!(
+                    "{q} is {} bytes long as sent; an HTTP request carries a URL of at most \
+                     {MAX_URL} bytes here",
+                    u.as_str().len()
+                ))
+            } else {
+                Ok(())
             }
         }
         Ok(u) => Err(format!(
-            "{url:?} is a {} URL: only http:// and https:// are fetched",
+            "{q} is a {} URL: only http:// and https:// are fetched",
             u.scheme()
         )),
-        Err(e) => Err(format!("{url:?} is not an absolute http(s) URL ({e})")),
+        Err(e) => Err(format!("{q} is not an absolute http(s) URL ({e})")),
     }
 }
 
@@ -343,6 +374,49 @@ mod tests {
             parse_targets("[\"HTTPS://a.example/1\"]").unwrap(),
             vec![url("HTTPS://a.example/1")]
         );
+    }
+
+    /// A backslash before the query is read as a slash (`/a\\b` fetched as `/a/b`), so it is
+    /// refused; in the query it is sent as it is.
+    #[test]
+    fn a_backslash_is_refused_before_the_query_only() {
+        for bad in ["https://a.example/a\\b", "https://a.example\\b/c"] {
+            let text = format!("[{}]", serde_json::to_string(bad).unwrap());
+            let e = parse_targets(&text).unwrap_err();
+            assert!(e.contains("holds a backslash"), "{bad:?}: {e}");
+        }
+        let ok = "https://a.example/s?q=a\\b#x\\y";
+        let text = format!("[{}]", serde_json::to_string(ok).unwrap());
+        assert_eq!(parse_targets(&text).unwrap(), vec![url(ok)]);
+        assert_eq!(
+            reqwest::Url::parse(ok).unwrap().query(),
+            Some("q=a\\b"),
+            "sent as given"
+        );
+    }
+
+    /// A URL longer than an HTTP request carries here is refused on input, its start quoted
+    /// (not all of it); it used to fail each fetch as "a redirect to an address rota cannot
+    /// fetch".
+    #[test]
+    fn a_url_too_long_to_send_is_refused_and_quoted_short() {
+        let base = "https://a.example/";
+        let at_most = format!("{base}{}", "a".repeat(MAX_URL - base.len()));
+        let text = serde_json::to_string(&at_most).unwrap();
+        assert_eq!(parse_targets(&text).unwrap(), vec![url(&at_most)]);
+        let over = format!("{at_most}a");
+        let e = parse_targets(&serde_json::to_string(&over).unwrap()).unwrap_err();
+        assert!(e.starts_with("line 1: \"https://a.example/aaa"), "{e}");
+        assert!(
+            e.contains(&format!("… (65535 bytes) is 65535 bytes long as sent; an HTTP request carries a URL of at most {MAX_URL} bytes")),
+            "{e}"
+        );
+        assert!(e.len() < 400, "{}", e.len());
+        // Escaped as sent: a space in the path is three bytes.
+        let spaced = format!("{base}{} x", "a".repeat(MAX_URL - base.len() - 2));
+        assert_eq!(spaced.len(), MAX_URL);
+        let e = parse_targets(&serde_json::to_string(&spaced).unwrap()).unwrap_err();
+        assert!(e.contains("is 65536 bytes long as sent"), "{e}");
     }
 
     #[test]
