@@ -3,6 +3,7 @@
 //! It does not start a [`rota::Runner`]: a runner's start recovers the store (it fails every
 //! live job), and reading a job must change nothing.
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use rota::{BatchStore, JobView, StoreError, TargetRow};
@@ -39,19 +40,44 @@ pub async fn status(store: &StoreUrl, id: &str) -> Result<ExitCode, String> {
         _ => {}
     }
     let opened = store.open_for_command()?;
-    let view = read_view(&*opened, id)
-        .await
-        .map_err(|e| format!("reading job {id} from {store}: {e}"))?
-        .ok_or_else(|| {
+    let read = |id: String| {
+        let opened = opened.clone();
+        async move {
+            read_view(&*opened, &id)
+                .await
+                .map_err(|e| format!("reading job {id} from {store}: {e}"))
+        }
+    };
+    let mut view = read(id.to_owned()).await?;
+    // Rota's ids are lowercase; one copied in upper case is the same job (a store used through
+    // the library may hold other ids, so the id as given is looked for first).
+    let lower = id.to_ascii_lowercase();
+    if view.is_none() && is_job_id(&lower) && lower != id {
+        view = read(lower).await?;
+    }
+    let Some(view) = view else {
+        return Err(if is_job_id(&id.to_ascii_lowercase()) {
             format!(
                 "no job {id} in {store} (a job is kept for --ttl after its last activity, \
                  and may be evicted past --max-bytes)"
             )
-        })?;
+        } else {
+            format!(
+                "no job {id} in {store}: a job id is 32 hexadecimal digits, as `rota run` \
+                 printed it"
+            )
+        });
+    };
     let json =
         serde_json::to_string_pretty(&view).map_err(|e| format!("encoding job {id}: {e}"))?;
-    if !say!("{json}") {
-        return Err("writing stdout: it is closed".into());
-    }
+    let mut w = std::io::stdout().lock();
+    writeln!(w, "{json}")
+        .and_then(|()| w.flush())
+        .map_err(|e| format!("writing stdout: {e}"))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether `id` has the form of the ids rota makes: 32 lowercase hexadecimal digits.
+fn is_job_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }

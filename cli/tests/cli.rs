@@ -712,6 +712,52 @@ async fn status_of_an_unknown_id_is_a_clear_error() {
     );
 }
 
+/// A job id copied in upper case finds the job; text that is no job id says what one is, not
+/// that the job may have expired; and a failed write of the job says why it failed (it said
+/// "it is closed" of a full disk).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_finds_an_upper_case_id_explains_a_malformed_one_and_says_why_stdout_failed() {
+    let s = common::start().await;
+    let env = Env::new();
+    let f = env.file("t.json", &json_array(&[s.url("/ok")]));
+    let id = job_id(&env.rota(&["run", f.to_str().unwrap()], None).await);
+    let o = env.rota(&["status", &id.to_uppercase()], None).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let view: JobView = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(view.job.id, id);
+
+    for bad in ["xyz", "' or 1=1 --", &format!("{id}0")] {
+        let o = env.rota(&["status", bad], None).await;
+        assert_eq!(code(&o), 1, "{bad}");
+        assert!(
+            stderr(&o).contains(&format!(
+                "no job {bad} in sqlite:{}: a job id is 32 hexadecimal digits, as `rota run` printed it",
+                env.db().display()
+            )),
+            "{bad}: {}",
+            stderr(&o)
+        );
+    }
+
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let o = rota_process()
+        .current_dir(env.dir.path())
+        .env("ROTA_STORE", env.store())
+        .args(["status", &id])
+        .stdout(full)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("writing stdout: No space left on device"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_on_a_store_that_does_not_exist_fails_and_creates_nothing() {
     let env = Env::new();
