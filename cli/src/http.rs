@@ -222,17 +222,18 @@ impl HttpFetch {
                     .to_owned(),
             )
         } else if e.is_connect() {
-            let hint = match tunnel_error(e) {
+            let hint = match proxy_error(e) {
                 Some(Tunnel::AuthRequired) => PROXY_AUTH_HINT,
                 Some(Tunnel::Unreachable) => {
-                    "the proxy the environment names (https_proxy or all_proxy) could not be \
-                     reached; check its address and that it is running, or list the target's \
-                     host in no_proxy to fetch it directly"
+                    "the proxy the environment names (http_proxy, https_proxy or all_proxy) \
+                     could not be reached; check its address and that it is running, or list \
+                     the target's host in no_proxy to fetch it directly"
                 }
                 Some(Tunnel::Other) => {
-                    "the proxy the environment names (https_proxy or all_proxy) would not open \
-                     a connection to the host; check the proxy and whether it lets you reach \
-                     that host, or list the target's host in no_proxy to fetch it directly"
+                    "the proxy the environment names (http_proxy, https_proxy or all_proxy) \
+                     would not open a connection to the host; check the proxy and whether it \
+                     lets you reach that host, or list the target's host in no_proxy to fetch \
+                     it directly"
                 }
                 None => {
                     "the host could not be reached (DNS lookup, refused connection or TLS \
@@ -380,24 +381,29 @@ const PROXY_AUTH_HINT: &str = "the proxy the environment names (http_proxy, http
      all_proxy) wants credentials; give them in its URL (http://USER:PASSWORD@HOST:PORT), or \
      list the target's host in no_proxy to fetch it directly";
 
-/// How an HTTP proxy failed to open a tunnel (`CONNECT`) for an https:// target.
+/// How the proxy the environment names failed to connect a target: an HTTP proxy asked to open
+/// a tunnel (`CONNECT`, for an https:// target), or a SOCKS proxy (for any target).
 #[derive(Debug, PartialEq, Eq)]
 enum Tunnel {
     /// It answered 407: it wants credentials.
     AuthRequired,
     /// No connection to it could be made.
     Unreachable,
-    /// It answered another status, or broke off.
+    /// It answered another status or SOCKS error, or broke off.
     Other,
 }
 
-/// How the proxy failed to open a tunnel, if that is what `e` is. The tunnel's error type is
-/// private to hyper-util, so it is told by its text (`tunnel error: …`); should that text
-/// change, the hint is the one for any failed connection.
-fn tunnel_error(e: &reqwest::Error) -> Option<Tunnel> {
+/// How the proxy failed, if that is what `e` is. The error types are private to hyper-util, so
+/// they are told by their text (`tunnel error: …`, `SOCKS error: …`); should that text change,
+/// the hint is the one for any failed connection.
+fn proxy_error(e: &reqwest::Error) -> Option<Tunnel> {
     let mut cur: Option<&dyn std::error::Error> = Some(e);
     while let Some(err) = cur {
-        if let Some(what) = err.to_string().strip_prefix("tunnel error: ") {
+        let text = err.to_string();
+        if let Some(what) = text
+            .strip_prefix("tunnel error: ")
+            .or_else(|| text.strip_prefix("SOCKS error: "))
+        {
             return Some(match what {
                 "proxy authorization required" => Tunnel::AuthRequired,
                 "failed to create underlying connection" => Tunnel::Unreachable,

@@ -1162,8 +1162,9 @@ async fn a_proxy_refusing_a_tunnel_gets_a_hint_about_the_proxy() {
     }
 }
 
-/// An https:// target whose proxy (the one the environment names) cannot be reached gets a hint
-/// about that proxy, not about the target's host.
+/// A target whose proxy (the one the environment names) cannot be reached gets a hint about
+/// that proxy, not about the target's host: an HTTP proxy for an https:// target (asked for a
+/// tunnel), a SOCKS one for any target.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_proxy_gets_a_hint_about_the_proxy() {
     // A port nothing listens on any more.
@@ -1172,32 +1173,48 @@ async fn an_unreachable_proxy_gets_a_hint_about_the_proxy() {
         l.local_addr().unwrap()
     };
     let env = Env::new();
-    let targets = json_array(&["https://example.invalid/page".to_owned()]);
-    let url = format!("http://{closed}");
-    let vars = [("https_proxy", url.as_str()), ("no_proxy", "")];
-    let o = env
-        .rota_with(&["--store", "memory", "run", "-"], Some(&targets), &vars)
-        .await;
-    assert_eq!(code(&o), 1, "{}", stderr(&o));
-    let got = lines(&o);
-    assert_eq!(got[0].status, TargetState::Failed);
-    assert!(
-        got[0].error.starts_with("could not connect: "),
-        "{}",
-        got[0].error
-    );
-    assert!(
-        got[0].hint.contains("could not be reached"),
-        "{}",
-        got[0].hint
-    );
-    assert!(got[0].hint.contains("https_proxy"), "{}", got[0].hint);
-    assert!(!got[0].hint.contains("DNS"), "{}", got[0].hint);
+    for (var, proxy, target) in [
+        (
+            "https_proxy",
+            format!("http://{closed}"),
+            "https://example.invalid/page",
+        ),
+        (
+            "all_proxy",
+            format!("socks5h://{closed}"),
+            "http://example.invalid/page",
+        ),
+        // With socks5:// rota resolves the host itself: a name that does not resolve fails
+        // before the proxy is tried, rightly with the host's hint. An address needs no lookup.
+        (
+            "all_proxy",
+            format!("socks5://{closed}"),
+            "https://192.0.2.1/page",
+        ),
+    ] {
+        let targets = json_array(&[target.to_owned()]);
+        let vars = [(var, proxy.as_str()), ("no_proxy", "")];
+        let o = env
+            .rota_with(&["--store", "memory", "run", "-"], Some(&targets), &vars)
+            .await;
+        assert_eq!(code(&o), 1, "{proxy}: {}", stderr(&o));
+        let got = lines(&o);
+        assert_eq!(got[0].status, TargetState::Failed, "{proxy}");
+        assert!(
+            got[0].error.starts_with("could not connect: "),
+            "{proxy}: {}",
+            got[0].error
+        );
+        assert!(
+            got[0].hint.contains("could not be reached"),
+            "{proxy}: {}",
+            got[0].hint
+        );
+        assert!(got[0].hint.contains(var), "{proxy}: {}", got[0].hint);
+        assert!(!got[0].hint.contains("DNS"), "{proxy}: {}", got[0].hint);
+    }
 }
 
-/// A FILE larger than any job of `--targets-per-job` targets could need (1 MiB a target, at
-/// least 16 MiB) is refused before it is parsed, and no job is made: it was read whole into
-/// memory, an endless stdin for ever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_past_the_input_cap_is_refused_unparsed() {
     let env = Env::new();
