@@ -259,6 +259,9 @@ pub fn parse_count(s: &str) -> Result<usize, String> {
             "{s:?}: must be at least 1 (leave the flag out for the default)"
         )),
         Ok(n) => Ok(n),
+        Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => {
+            Err(format!("{s:?} is too large (at most {})", usize::MAX))
+        }
         Err(_) => Err(format!("{s:?} is not a whole number")),
     }
 }
@@ -412,6 +415,24 @@ mod tests {
         assert_eq!(parse_nonzero_size("1"), Ok(1));
         assert!(parse_count("x").is_err());
         assert!(parse_duration("soon").is_err());
+    }
+
+    /// A count whose number is too large for it says so, not that it is no whole number.
+    #[test]
+    fn a_count_too_large_for_its_number_says_too_large() {
+        let e = parse_count("99999999999999999999").unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "\"99999999999999999999\" is too large (at most {})",
+                usize::MAX
+            )
+        );
+        assert_eq!(parse_count(&usize::MAX.to_string()), Ok(usize::MAX));
+        assert_eq!(
+            parse_count("-1").unwrap_err(),
+            "\"-1\" is not a whole number"
+        );
     }
 
     #[test]
