@@ -196,8 +196,8 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
         .await
         .map_err(|e| format!("reading job {id}: {e}"))?
         .ok_or_else(|| format!("job {id} is no longer in the store"))?;
-    // Should stdout be gone (`rota run … | head -1`), the budget and the summary still apply,
-    // then the error.
+    // Should stdout fail (its reader gone, `rota run … | head -1`; a full disk), the summary
+    // still comes, then the error; the budget waits for the next run (below).
     let printed = print_targets(&view);
     if !view.job.status.is_terminal() {
         note!(
@@ -206,16 +206,25 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
             view.job.status
         );
     }
-    // The job's results are out (or could not be): now the budget (which may evict this very
-    // job).
-    match evict_to(&*store, budget).await {
-        Ok(0) => {}
-        Ok(_) => {
-            if let Ok(None) = store.job(&id).await {
-                note!("job {id} evicted from the store once shown: it is past --max-bytes");
+    // The job's results are out: now the budget (which may evict this very job). Not if they
+    // could not be written: evicted, they would be nowhere; the next run on the store (its
+    // runner evicts after every stored target) applies the budget.
+    if printed.is_ok() {
+        match evict_to(&*store, budget).await {
+            Ok(0) => {}
+            Ok(_) => {
+                if let Ok(None) = store.job(&id).await {
+                    note!("job {id} evicted from the store once shown: it is past --max-bytes");
+                }
             }
+            Err(e) => note!("{e}"),
         }
-        Err(e) => note!("{e}"),
+    } else if view.job.status.is_terminal() && !matches!(store_url, StoreUrl::Memory) {
+        note!(
+            "job {id} kept in the store, --max-bytes not applied: its results could not be \
+             written out (`rota status {id}` shows them; the next run on this store applies \
+             the budget)"
+        );
     }
     let c = Counts::of(&view, signals.retries());
     note!("{}", summary(&view, c, started.elapsed()));

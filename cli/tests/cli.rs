@@ -1004,9 +1004,11 @@ async fn a_machine_without_ca_certificates_still_runs_on_the_bundled_roots() {
 }
 
 /// `rota run` whose stdout is closed (`rota run … | head -0`) ends with 1 and says why, after
-/// applying `--max-bytes` and printing its summary as it would have.
+/// printing its summary as it would have; its job, whose results went nowhere, stays in the
+/// store past `--max-bytes` (it used to be evicted, its results lost), and the next run that
+/// shows its own job applies the budget.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn run_with_its_stdout_closed_still_applies_the_budget_and_says_why() {
+async fn run_with_its_stdout_closed_keeps_its_job_past_the_budget_and_says_why() {
     use std::process::Stdio;
     let s = common::start().await;
     let env = Env::new();
@@ -1035,6 +1037,25 @@ async fn run_with_its_stdout_closed_still_applies_the_budget_and_says_why() {
         err.contains(&format!("job {id} done: 2/2 done")),
         "the summary: {err}"
     );
+    assert!(
+        err.contains(&format!(
+            "job {id} kept in the store, --max-bytes not applied: its results could not be \
+             written out (`rota status {id}` shows them"
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("evicted"), "{err}");
+    let st = env.rota(&["status", &id], None).await;
+    assert_eq!(code(&st), 0, "kept: {}", stderr(&st));
+    let view: JobView = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(view.job.status, JobStatus::Done);
+
+    // The next run, shown, applies the budget: the older job goes first.
+    let g = env.file("u.json", &json_array(&[s.url("/page/c")]));
+    let o = env
+        .rota(&["run", "--max-bytes", "1", g.to_str().unwrap()], None)
+        .await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
     let st = env.rota(&["status", &id], None).await;
     assert_eq!(code(&st), 1, "evicted past --max-bytes: {}", stderr(&st));
 }
