@@ -269,6 +269,17 @@ impl Fetch for HttpFetch {
     }
 }
 
+/// Why the built-in fetcher fails any target with options `o` before fetching it (an option it
+/// does not support, an invalid `grep` pattern): the message and hint it would store; `None`
+/// if it takes them. For `rota run`, to refuse such a target before submitting its job.
+pub fn options_refused(o: &Options) -> Option<(String, String)> {
+    match check_options(o) {
+        Ok(_) => None,
+        Err(FetchError::Target(t)) => Some((t.msg, t.hint)),
+        Err(e) => Some((e.to_string(), String::new())),
+    }
+}
+
 /// The compiled `grep` pattern, if any; an error for an invalid one or any unsupported option.
 fn check_options(o: &Options) -> Result<Option<Regex>, FetchError> {
     let set: Vec<&str> = [

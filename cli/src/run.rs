@@ -101,6 +101,13 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
         read_at_most(file, cap, &name)?
     };
     let targets = parse_targets(&text).map_err(|e| format!("{name}: {e}"))?;
+    // Options the built-in fetcher refuses would fail their targets, each after the job is
+    // made: refused here instead, as bad contents are, before the store is opened.
+    for (i, t) in targets.iter().enumerate() {
+        if let Some((msg, hint)) = crate::http::options_refused(&t.options) {
+            return Err(format!("{name}: target {} (idx {i}): {msg}; {hint}", i + 1));
+        }
+    }
     let total = targets.len();
 
     let signals = Arc::new(Signals::default());

@@ -330,19 +330,49 @@ async fn run_exits_2_when_the_job_is_partial() {
 async fn run_exits_1_when_every_target_failed() {
     let s = common::start().await;
     let env = Env::new();
-    let jq = serde_json::json!([
-        s.url("/status/500"),
-        {"url": s.url("/ok"), "options": {"jq": ".a"}},
-    ]);
-    let f = env.file("t.json", &jq.to_string());
+    let f = env.file(
+        "t.json",
+        &json_array(&[s.url("/status/500"), s.url("/status/404")]),
+    );
     let o = env.rota(&["run", f.to_str().unwrap()], None).await;
     assert_eq!(code(&o), 1, "{}", stderr(&o));
     let got = lines(&o);
     assert_eq!(got[0].error, "HTTP 500 Internal Server Error");
-    assert_eq!(
-        got[1].error,
-        "option jq is not supported by the built-in fetcher"
-    );
+    assert_eq!(got[1].error, "HTTP 404 Not Found");
+}
+
+/// Options the built-in fetcher would refuse (one it does not support, an invalid grep
+/// pattern) are refused with the file's other bad contents, before the store is opened: they
+/// used to make a job whose targets each failed for them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn options_the_fetcher_refuses_fail_before_the_job_is_made() {
+    let env = Env::new();
+    for (options, says) in [
+        (
+            serde_json::json!({"jq": ".a"}),
+            "target 2 (idx 1): option jq is not supported by the built-in fetcher; the built-in \
+             fetcher does a plain GET and supports only the grep option",
+        ),
+        (
+            serde_json::json!({"grep": "("}),
+            "target 2 (idx 1): invalid grep pattern: ",
+        ),
+    ] {
+        let targets = serde_json::json!([
+            "https://a.example/1",
+            {"url": "https://a.example/2", "options": options},
+        ]);
+        let f = env.file("t.json", &targets.to_string());
+        let o = env.rota(&["run", f.to_str().unwrap()], None).await;
+        assert_eq!(code(&o), 1, "{options}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!("rota: error: {}: {says}", f.display())),
+            "{options}: {}",
+            stderr(&o)
+        );
+        assert!(o.stdout.is_empty());
+        assert!(!env.db().exists(), "{options}: the store was opened");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
