@@ -407,10 +407,11 @@ mod tests {
         let over = format!("{at_most}a");
         let e = parse_targets(&serde_json::to_string(&over).unwrap()).unwrap_err();
         assert!(e.starts_with("line 1: \"https://a.example/aaa"), "{e}");
-        assert!(
-            e.contains(&format!("… (65535 bytes) is 65535 bytes long as sent; an HTTP request carries a URL of at most {MAX_URL} bytes")),
-            "{e}"
+        let says = format!(
+            "… (65535 bytes) is 65535 bytes long as sent; an HTTP request carries a URL of at \
+             most {MAX_URL} bytes"
         );
+        assert!(e.contains(&says), "{e}");
         assert!(e.len() < 400, "{}", e.len());
         // Escaped as sent: a space in the path is three bytes.
         let spaced = format!("{base}{} x", "a".repeat(MAX_URL - base.len() - 2));

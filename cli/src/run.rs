@@ -214,8 +214,8 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
         );
     }
     // The job's results are out: now the budget (which may evict this very job). Not if they
-    // could not be written: evicted, they would be nowhere; the next run on the store (its
-    // runner evicts after every stored target) applies the budget.
+    // could not be written: evicted, they would be nowhere; the next run on the store applies
+    // the budget once it has shown its own job.
     if printed.is_ok() {
         match evict_to(&*store, budget).await {
             Ok(0) => {}

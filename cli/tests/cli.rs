@@ -761,7 +761,8 @@ async fn status_finds_an_upper_case_id_explains_a_malformed_one_and_says_why_std
         assert_eq!(code(&o), 1, "{bad}");
         assert!(
             stderr(&o).contains(&format!(
-                "no job {bad} in sqlite:{}: a job id is 32 hexadecimal digits, as `rota run` printed it",
+                "no job {bad} in sqlite:{}: a job id is 32 hexadecimal digits, as `rota run` \
+                 printed it",
                 env.db().display()
             )),
             "{bad}: {}",
