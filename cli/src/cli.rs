@@ -306,7 +306,8 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     })?;
     if unit.starts_with(['.', ',']) {
         return Err(format!(
-            "{s:?} is not a size: give a whole number of a unit, no fraction: like 1536MiB, not 1.5GiB"
+            "{s:?} is not a size: give a whole number of a unit, no fraction: like 1536MiB, \
+             not 1.5GiB"
         ));
     }
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
