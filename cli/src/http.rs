@@ -59,6 +59,17 @@ impl Default for HttpConfig {
 pub struct HttpFetch {
     client: reqwest::Client,
     cfg: HttpConfig,
+    /// Whether the environment names a proxy for http:// targets (read once, as reqwest reads
+    /// it when the client is built), for the hint of a failed connection.
+    http_proxy_named: bool,
+}
+
+/// Whether the environment names a proxy for http:// targets (`http_proxy`, `all_proxy`, upper
+/// case too), as reqwest reads them; `no_proxy` may still exempt a host.
+fn http_proxy_named() -> bool {
+    ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
 }
 
 /// Makes ring the process's rustls crypto provider (reqwest is built without one, to keep
@@ -102,7 +113,11 @@ impl HttpFetch {
                     .map_err(|e| format!("building the HTTP client: {}", e.without_url()))?
             }
         };
-        Ok(HttpFetch { client, cfg })
+        Ok(HttpFetch {
+            client,
+            cfg,
+            http_proxy_named: cfg.system_proxy && http_proxy_named(),
+        })
     }
 
     /// The fetcher's configuration.
@@ -234,6 +249,15 @@ impl HttpFetch {
                      would not open a connection to the host; check the proxy and whether it \
                      lets you reach that host, or list the target's host in no_proxy to fetch \
                      it directly"
+                }
+                // An http:// target's request goes to the proxy as it is, not through a
+                // tunnel: a proxy that cannot be reached fails as the host would. (A host the
+                // proxy cannot reach is its 502, not a failed connection.)
+                None if self.http_proxy_named && e.url().is_some_and(|u| u.scheme() == "http") => {
+                    "the proxy the environment names for http:// targets (http_proxy or \
+                     all_proxy) could not be reached (or the host, if no_proxy lists it); check \
+                     the proxy's address and that it is running, or list the host in no_proxy \
+                     to fetch it directly"
                 }
                 None => {
                     "the host could not be reached (DNS lookup, refused connection or TLS \

@@ -1215,8 +1215,8 @@ async fn a_proxy_refusing_a_tunnel_gets_a_hint_about_the_proxy() {
 }
 
 /// A target whose proxy (the one the environment names) cannot be reached gets a hint about
-/// that proxy, not about the target's host: an HTTP proxy for an https:// target (asked for a
-/// tunnel), a SOCKS one for any target.
+/// that proxy, not only about the target's host: an HTTP proxy for an https:// target (asked
+/// for a tunnel) or an http:// one, a SOCKS one for any target.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_proxy_gets_a_hint_about_the_proxy() {
     // A port nothing listens on any more.
@@ -1234,6 +1234,13 @@ async fn an_unreachable_proxy_gets_a_hint_about_the_proxy() {
         (
             "all_proxy",
             format!("socks5h://{closed}"),
+            "http://example.invalid/page",
+        ),
+        // An http:// target's request goes to an HTTP proxy as it is: its failure does not
+        // tell the proxy from the host, and the hint names both.
+        (
+            "http_proxy",
+            format!("http://{closed}"),
             "http://example.invalid/page",
         ),
         // With socks5:// rota resolves the host itself: a name that does not resolve fails
