@@ -238,13 +238,13 @@ impl HttpFetch {
             )
         } else if e.is_connect() {
             let hint = match proxy_error(e) {
-                Some(Tunnel::AuthRequired) => PROXY_AUTH_HINT,
-                Some(Tunnel::Unreachable) => {
+                Some(ProxyFailed::AuthRequired) => PROXY_AUTH_HINT,
+                Some(ProxyFailed::Unreachable) => {
                     "the proxy the environment names (http_proxy, https_proxy or all_proxy) \
                      could not be reached; check its address and that it is running, or list \
                      the target's host in no_proxy to fetch it directly"
                 }
-                Some(Tunnel::Other) => {
+                Some(ProxyFailed::Other) => {
                     "the proxy the environment names (http_proxy, https_proxy or all_proxy) \
                      would not open a connection to the host; check the proxy and whether it \
                      lets you reach that host, or list the target's host in no_proxy to fetch \
@@ -419,7 +419,7 @@ const PROXY_AUTH_HINT: &str = "the proxy the environment names (http_proxy, http
 /// How the proxy the environment names failed to connect a target: an HTTP proxy asked to open
 /// a tunnel (`CONNECT`, for an https:// target), or a SOCKS proxy (for any target).
 #[derive(Debug, PartialEq, Eq)]
-enum Tunnel {
+enum ProxyFailed {
     /// It answered 407: it wants credentials.
     AuthRequired,
     /// No connection to it could be made.
@@ -431,7 +431,7 @@ enum Tunnel {
 /// How the proxy failed, if that is what `e` is. The error types are private to hyper-util, so
 /// they are told by their text (`tunnel error: …`, `SOCKS error: …`); should that text change,
 /// the hint is the one for any failed connection.
-fn proxy_error(e: &reqwest::Error) -> Option<Tunnel> {
+fn proxy_error(e: &reqwest::Error) -> Option<ProxyFailed> {
     let mut cur: Option<&dyn std::error::Error> = Some(e);
     while let Some(err) = cur {
         let text = err.to_string();
@@ -440,9 +440,9 @@ fn proxy_error(e: &reqwest::Error) -> Option<Tunnel> {
             .or_else(|| text.strip_prefix("SOCKS error: "))
         {
             return Some(match what {
-                "proxy authorization required" => Tunnel::AuthRequired,
-                "failed to create underlying connection" => Tunnel::Unreachable,
-                _ => Tunnel::Other,
+                "proxy authorization required" => ProxyFailed::AuthRequired,
+                "failed to create underlying connection" => ProxyFailed::Unreachable,
+                _ => ProxyFailed::Other,
             });
         }
         cur = err.source();

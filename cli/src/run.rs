@@ -89,11 +89,12 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
     } else {
         args.file.display().to_string()
     };
-    let per_job = args
-        .runner
-        .targets_per_job
-        .unwrap_or(Config::default().targets_per_job);
-    let cap = input_cap(per_job);
+    let signals = Arc::new(Signals::default());
+    let (cfg, budget) = budget_after_reading(args.runner.apply(Config {
+        hooks: Arc::new(WakeHooks(signals.clone())),
+        ..Config::default()
+    }));
+    let cap = input_cap(cfg.targets_per_job);
     let text = if is_stdin {
         read_at_most(std::io::stdin().lock(), cap, &name)?
     } else {
@@ -110,11 +111,6 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
     }
     let total = targets.len();
 
-    let signals = Arc::new(Signals::default());
-    let (cfg, budget) = budget_after_reading(args.runner.apply(Config {
-        hooks: Arc::new(WakeHooks(signals.clone())),
-        ..Config::default()
-    }));
     let fetch = Counting::new(HttpFetch::new(args.fetch.http_config())?, signals.clone());
     let store = store_url.open_for_command()?;
     let runner = Runner::start(store.clone(), fetch, cfg)

@@ -40,23 +40,20 @@ pub async fn status(store: &StoreUrl, id: &str) -> Result<ExitCode, String> {
         _ => {}
     }
     let opened = store.open_for_command()?;
-    let read = |id: String| {
-        let opened = opened.clone();
-        async move {
-            read_view(&*opened, &id)
-                .await
-                .map_err(|e| format!("reading job {id} from {store}: {e}"))
-        }
+    let reading = |id: &str| {
+        let id = id.to_owned();
+        move |e: StoreError| format!("reading job {id} from {store}: {e}")
     };
-    let mut view = read(id.to_owned()).await?;
+    let mut view = read_view(&*opened, id).await.map_err(reading(id))?;
     // Rota's ids are lowercase; one copied in upper case is the same job (a store used through
     // the library may hold other ids, so the id as given is looked for first).
     let lower = id.to_ascii_lowercase();
-    if view.is_none() && is_job_id(&lower) && lower != id {
-        view = read(lower).await?;
+    let well_formed = is_job_id(&lower);
+    if view.is_none() && well_formed && lower != id {
+        view = read_view(&*opened, &lower).await.map_err(reading(&lower))?;
     }
     let Some(view) = view else {
-        return Err(if is_job_id(&id.to_ascii_lowercase()) {
+        return Err(if well_formed {
             format!(
                 "no job {id} in {store} (a job is kept for --ttl after its last activity, \
                  and may be evicted past --max-bytes)"
