@@ -99,6 +99,37 @@ impl BackendError {
     pub fn inner(&self) -> &(dyn StdError + Send + Sync + 'static) {
         &*self.0
     }
+
+    /// This error with `why` after its own words (`"{self}: {why}"`): the cause that a
+    /// backend's error does not name, such as a store file this process may not write behind
+    /// SQLite's "disk I/O error" or the system's "Permission denied". Its
+    /// [`source`](StdError::source) stays this error's own, so a chain printed whole says each
+    /// part once.
+    pub fn explained(self, why: impl Into<String>) -> Self {
+        BackendError::new(Explained {
+            error: self,
+            why: why.into(),
+        })
+    }
+}
+
+/// A [`BackendError`] and the cause it does not name ([`BackendError::explained`]).
+#[derive(Debug)]
+struct Explained {
+    error: BackendError,
+    why: String,
+}
+
+impl fmt::Display for Explained {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.error, self.why)
+    }
+}
+
+impl StdError for Explained {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.error.source()
+    }
 }
 
 #[derive(Debug)]
@@ -184,5 +215,46 @@ mod tests {
         let back: StoreError = serde_json::from_str(&json).unwrap();
         assert_eq!(back, e);
         assert_eq!(back.clone(), e);
+    }
+
+    /// An error that has a source of its own, like an I/O error inside a library's.
+    #[derive(Debug)]
+    struct Wrapped(std::io::Error);
+
+    impl fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "I/O error: {}", self.0)
+        }
+    }
+
+    impl StdError for Wrapped {
+        fn source(&self) -> Option<&(dyn StdError + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn an_explained_backend_error_says_why_after_its_words_and_keeps_its_source() {
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let plain = BackendError::new(Wrapped(denied));
+        let explained = plain.clone().explained("f.redb is not writable");
+        assert_eq!(
+            explained.to_string(),
+            format!("{plain}: f.redb is not writable")
+        );
+        // The chain goes on with the wrapped error's own source, not with its text again.
+        assert_eq!(
+            explained.source().map(ToString::to_string),
+            plain.source().map(ToString::to_string)
+        );
+        assert!(plain.source().is_some());
+        let e = StoreError::Backend {
+            context: "open store file".into(),
+            source: explained,
+        };
+        assert_eq!(
+            e.to_string(),
+            format!("open store file: {plain}: f.redb is not writable")
+        );
     }
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use redb::backends::{FileBackend, InMemoryBackend};
 use redb::{Builder, Database, ReadableDatabase, ReadableTable};
-use rota_core::StoreError;
+use rota_core::{BackendError, StoreError};
 
 use crate::error::{Ctx, err};
 use crate::overlay::Overlay;
@@ -30,7 +30,9 @@ impl RedbStore {
     /// fails with [`StoreError::Corrupt`], one of another schema version with
     /// [`StoreError::Version`]; neither changes the file. A store of schema version 2 (this
     /// crate before the live jobs' rows had a table of their own) is refused so too, and
-    /// [`upgrade`](Self::upgrade) migrates it. See [`open_with`](Self::open_with).
+    /// [`upgrade`](Self::upgrade) migrates it. A file this process may not write, or for a new
+    /// store a directory it may not write, fails with [`StoreError::Backend`] saying so (a
+    /// store is opened for writing even to be read). See [`open_with`](Self::open_with).
     pub fn open(path: impl AsRef<Path>) -> Result<RedbStore, StoreError> {
         Self::open_with(path, RedbOptions::default())
     }
@@ -151,8 +153,24 @@ pub(crate) fn init(db: &Database) -> Result<(), StoreError> {
 fn create(path: &Path) -> Result<(), StoreError> {
     let tmp = temp_path(path);
     let built = (|| {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(|e| {
+                refused("create store file", e, || {
+                    format!(
+                        "{} does not exist, and its directory {} is not writable, so it cannot \
+                         be made there",
+                        path.display(),
+                        dir_of(path).display()
+                    )
+                })
+            })?;
+        let backend = FileBackend::new(file).map_err(err("create store file"))?;
         let db = Database::builder()
-            .create(&tmp)
+            .create_with_backend(backend)
             .map_err(err("create store file"))?;
         init(&db)?;
         db.close().map_err(err("close new store file"))
@@ -168,13 +186,41 @@ fn create(path: &Path) -> Result<(), StoreError> {
     });
     let _ = fs::remove_file(&tmp);
     linked?;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        // The link must survive a crash too; a directory that cannot be synced is no error.
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
+    // The link must survive a crash too; a directory that cannot be synced is no error.
+    if let Ok(d) = File::open(dir_of(path)) {
+        let _ = d.sync_all();
     }
     Ok(())
+}
+
+/// The directory `path` is in (`.` for a bare file name).
+fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// An I/O error met doing `context` to a store file: when it is a refusal to write
+/// (permissions, an immutable file, a read-only file system), with `why` after the system's own
+/// words, which name no file, and the reason a store that is only read must be writable.
+fn refused(context: &str, e: io::Error, why: impl FnOnce() -> String) -> StoreError {
+    let denied = matches!(
+        e.kind(),
+        io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
+    );
+    let source = BackendError::new(e);
+    StoreError::Backend {
+        context: context.into(),
+        source: if denied {
+            source.explained(format!(
+                "{}; a rota store is written even to read a job from it",
+                why()
+            ))
+        } else {
+            source
+        },
+    }
 }
 
 fn temp_path(path: &Path) -> PathBuf {
@@ -243,7 +289,11 @@ fn inspect(path: &Path, accept: &[&str]) -> Result<(), StoreError> {
         .read(true)
         .write(true)
         .open(path)
-        .map_err(|e| StoreError::backend("open store file", e))?;
+        .map_err(|e| {
+            refused("open store file", e, || {
+                format!("{} is not writable", path.display())
+            })
+        })?;
     let len = file
         .metadata()
         .map_err(|e| StoreError::backend("open store file", e))?

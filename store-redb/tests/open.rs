@@ -3,9 +3,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+// The helper store-sqlite's tests make files read-only with (std and tempfile only).
+#[path = "../../store-sqlite/tests/common/read_only.rs"]
+mod read_only;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use read_only::while_read_only;
 use rota_core::{Admission, BatchStore, CallerClass, Caps, NewJob, StoreError, TargetWrite};
 use rota_store_redb::{Durability, RedbOptions, RedbStore};
 
@@ -103,6 +108,68 @@ async fn creating_a_store_leaves_no_temporary_file_beside_it() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(names, vec![std::ffi::OsString::from("rota.redb")]);
+}
+
+/// A store file this process may not write fails to open (and to upgrade) with the system's
+/// error and the reason, naming the file; a new store in a directory this process may not
+/// write, likewise, naming the directory, and leaves nothing there. Once writable again the
+/// store opens with its job, unchanged by the refused opens. Where this machine cannot make a
+/// file read-only to this process (root without `chattr +i`), it says so on stderr and checks
+/// nothing (under `CI`, it fails).
+#[tokio::test]
+async fn a_read_only_store_or_directory_is_named_as_such() {
+    const NOTE: &str = "a rota store is written even to read a job from it";
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    make_store(&path).await;
+    let before = fs::read(&path).unwrap();
+    let Some((open, upgrade)) = while_read_only(&path, || {
+        (
+            RedbStore::open(&path).unwrap_err(),
+            RedbStore::upgrade(&path).unwrap_err(),
+        )
+    }) else {
+        return;
+    };
+    for err in [open, upgrade] {
+        assert!(matches!(err, StoreError::Backend { .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(text.starts_with("open store file: "), "{text}");
+        assert!(
+            text.ends_with(&format!("{} is not writable; {NOTE}", path.display())),
+            "{text}"
+        );
+    }
+    assert_eq!(
+        fs::read(&path).unwrap(),
+        before,
+        "a refused open changed the file"
+    );
+
+    let fresh = dir.path().join("new.redb");
+    let Some(err) = while_read_only(dir.path(), || RedbStore::open(&fresh).unwrap_err()) else {
+        return;
+    };
+    assert!(matches!(err, StoreError::Backend { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.starts_with("create store file: "), "{text}");
+    assert!(
+        text.ends_with(&format!(
+            "{} does not exist, and its directory {} is not writable, so it cannot be made \
+             there; {NOTE}",
+            fresh.display(),
+            dir.path().display()
+        )),
+        "{text}"
+    );
+    let names: Vec<_> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("rota.redb")]);
+
+    let s = RedbStore::open(&path).unwrap();
+    assert_eq!(s.job(&id(1)).await.unwrap().unwrap().targets_done, 1);
 }
 
 #[test]

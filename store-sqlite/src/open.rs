@@ -291,32 +291,14 @@ pub(crate) fn open_file(path: &Path, opts: SqliteOptions) -> Result<Opened, Stor
         }
         // Looked at while the claim is held: the look's descriptor is the only one of this
         // process on the file then, so closing it drops no lock of another open.
-        Err(StoreError::Backend { context, source }) => match not_writable(path) {
-            Some(why) => Err(StoreError::backend(context, Unwritable { source, why })),
-            None => Err(StoreError::Backend { context, source }),
-        },
+        Err(StoreError::Backend { context, source }) => Err(StoreError::Backend {
+            context,
+            source: match not_writable(path) {
+                Some(why) => source.explained(why),
+                None => source,
+            },
+        }),
         Err(e) => Err(e),
-    }
-}
-
-/// An open's error, and why the store may not be written, which made it fail.
-#[derive(Debug)]
-struct Unwritable {
-    source: rota_core::BackendError,
-    why: String,
-}
-
-impl std::fmt::Display for Unwritable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.source, self.why)
-    }
-}
-
-/// Its message holds the open's error, so its source is that error's own (as for
-/// [`rota_core::BackendError`]): a chain printed whole says each part once.
-impl std::error::Error for Unwritable {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        std::error::Error::source(&self.source)
     }
 }
 

@@ -4,12 +4,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "common/read_only.rs"]
+mod read_only;
 
 use std::fs;
 use std::path::Path;
 use std::process::Command;
 
 use common::refused;
+use read_only::while_read_only;
 use rota_core::{BatchStore, CallerClass, Caps, JobStatus, NewJob, StoreError, TargetWrite};
 use rota_store_sqlite::{APPLICATION_ID, SCHEMA_VERSION, SqliteOptions, SqliteStore, Synchronous};
 
@@ -435,76 +438,12 @@ async fn in_memory_stores_are_private_to_their_handle() {
     a.integrity_check().unwrap();
 }
 
-/// Makes a file or directory read-only to this process until dropped: its write permissions
-/// off, or, where that binds nothing (root), its immutable attribute (`chattr +i`, which binds
-/// root too). `None` where neither works (root without `chattr` or without the capability it
-/// needs, as in a default container): everything it changed is put back.
-struct ReadOnly {
-    path: std::path::PathBuf,
-    immutable: bool,
-    mode: u32,
-}
-
-impl ReadOnly {
-    fn set(path: &Path) -> Option<ReadOnly> {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = fs::metadata(path).unwrap().permissions().mode();
-        fs::set_permissions(path, fs::Permissions::from_mode(mode & !0o222)).unwrap();
-        let mut guard = ReadOnly {
-            path: path.to_owned(),
-            immutable: false,
-            mode,
-        };
-        if Self::writable(path) {
-            let out = Command::new("chattr").arg("+i").arg(path).output();
-            guard.immutable = out.as_ref().is_ok_and(|o| o.status.success());
-            if !guard.immutable || Self::writable(path) {
-                eprintln!(
-                    "cannot make {} read-only here (permissions bind nothing, chattr +i: {out:?})",
-                    path.display()
-                );
-                return None;
-            }
-        }
-        Some(guard)
-    }
-
-    /// Whether this process may write into `path` (a file opened for writing, a file made in
-    /// a directory).
-    fn writable(path: &Path) -> bool {
-        if path.is_dir() {
-            tempfile::tempfile_in(path).is_ok()
-        } else {
-            fs::OpenOptions::new().write(true).open(path).is_ok()
-        }
-    }
-}
-
-impl Drop for ReadOnly {
-    fn drop(&mut self) {
-        use std::os::unix::fs::PermissionsExt;
-        if self.immutable {
-            let _ = Command::new("chattr").arg("-i").arg(&self.path).status();
-        }
-        let _ = fs::set_permissions(&self.path, fs::Permissions::from_mode(self.mode));
-    }
-}
-
-/// Opens the store at `path` while `target` is read-only: the error's text, or `None` if this
-/// machine cannot make `target` read-only to this process (then nothing is checked), except
-/// under `CI` (this project's CI runs where it can), where that fails the test.
+/// Opens the store at `path` while `target` is read-only: the error's text, or `None` where
+/// this machine cannot make `target` read-only ([`while_read_only`]).
 fn open_while_read_only(path: &Path, target: &Path) -> Option<String> {
-    let Some(guard) = ReadOnly::set(target) else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI: this machine cannot make {} read-only to this process",
-            target.display()
-        );
-        return None;
-    };
-    let err = SqliteStore::open(path).map(drop).unwrap_err().to_string();
-    drop(guard);
-    Some(err)
+    while_read_only(target, || {
+        SqliteStore::open(path).map(drop).unwrap_err().to_string()
+    })
 }
 
 /// A store that this process may not write (the file, its write-ahead log, or the directory
