@@ -724,6 +724,56 @@ async fn a_rerun_within_ttl_says_it_reuses_the_job_and_one_past_ttl_fetches_agai
     assert_eq!((s.hits("busy/r1"), s.hits("busy/r2")), (2, 2));
 }
 
+/// The store keeps no ttl of its own: a run's sweep applies that run's `--ttl` to every
+/// finished job in the store, another caller's too (as the README's flag table says). A run
+/// with the default `--ttl` leaves an older job of another caller; one with `--ttl 1s`, once
+/// that job's last activity is over a second back, deletes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runs_ttl_sweeps_every_callers_finished_jobs() {
+    let s = common::start().await;
+    let env = Env::new();
+    let unix_now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    };
+    let a = env.file("a.json", &json_array(&[s.url("/ok")]));
+    let alice = env
+        .rota(&["run", "--caller", "alice", a.to_str().unwrap()], None)
+        .await;
+    assert_eq!(code(&alice), 0, "{}", stderr(&alice));
+    // Unix seconds, as the store keeps them: alice's job's last activity is no later than this.
+    let finished = unix_now();
+    let id = job_id(&alice);
+    // A sweep deletes a lease older than `now - ttl`: with `--ttl 1s`, two whole seconds on.
+    while unix_now() <= finished + 1 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for (n, ttl) in [(1, None), (2, Some("1s"))] {
+        let b = env.file(
+            &format!("b{n}.json"),
+            &json_array(&[s.url(&format!("/page/{n}"))]),
+        );
+        let mut args = vec!["run", "--caller", "bob", b.to_str().unwrap()];
+        args.extend(ttl.iter().flat_map(|t| ["--ttl", *t]));
+        let bob = env.rota(&args, None).await;
+        assert_eq!(code(&bob), 0, "{}", stderr(&bob));
+        let o = env.rota(&["status", &id], None).await;
+        match ttl {
+            None => assert_eq!(code(&o), 0, "swept by the default ttl: {}", stderr(&o)),
+            Some(_) => {
+                assert_eq!(code(&o), 1, "not swept by --ttl 1s");
+                assert!(
+                    stderr(&o).contains(&format!("no job {id} in sqlite:")),
+                    "{}",
+                    stderr(&o)
+                );
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_of_an_unknown_id_is_a_clear_error() {
     let s = common::start().await;
