@@ -17,7 +17,7 @@
 //!    `-shm` file). Another process that opens the file cannot even read it: it gets
 //!    `SQLITE_BUSY`, which is [`StoreError::InUse`]. The OS drops the lock when the owner
 //!    exits, however it exits (`kill -9` included), so a crashed owner never blocks the next.
-//! 4. Still read-only: the marks and tables are checked again through SQLite (a `-wal` left by
+//! 4. Still read-only: the marks, tables and columns are checked through SQLite (a `-wal` left by
 //!    a crash is read, not yet applied), and every job is read by the byte sum, so a file whose
 //!    pages SQLite finds malformed is refused here. Until this passes, closing the connection
 //!    does not checkpoint a `-wal` that was already there into the file.

@@ -13,8 +13,33 @@ pub const APPLICATION_ID: u32 = 0x726f_7461;
 /// is refused with [`StoreError::Version`]: there are no migrations yet.
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// The tables a rota store holds, each of which [`check`] requires.
-const TABLES: [&str; 2] = ["jobs", "targets"];
+/// The tables a rota store holds and the columns of each (as in [`DDL`]), all of which
+/// [`check`] requires.
+const TABLES: [(&str, &[&str]); 2] = [
+    (
+        "jobs",
+        &[
+            "seq",
+            "id",
+            "caller",
+            "class",
+            "idem_key",
+            "status",
+            "error",
+            "targets_total",
+            "targets_done",
+            "created_at",
+            "lease",
+            "n_bytes",
+        ],
+    ),
+    (
+        "targets",
+        &[
+            "job", "idx", "url", "options", "status", "result", "error", "hint",
+        ],
+    ),
+];
 
 /// The schema, created in one transaction with the marks of [`set_marks`].
 ///
@@ -109,10 +134,23 @@ pub(crate) fn check(tx: &Transaction<'_>, shown: &str) -> Result<Found, StoreErr
         .map_err(ctx("reading the schema"))?
         .collect::<Result<Vec<_>, _>>()
         .map_err(ctx("reading the schema"))?;
-    for table in TABLES {
-        if !names.iter().any(|n| n == table) {
+    let mut columns = tx
+        .prepare("SELECT name FROM pragma_table_info(?1)")
+        .map_err(ctx("reading the schema"))?;
+    if let Some((table, _)) = TABLES.iter().find(|(t, _)| !names.iter().any(|n| n == t)) {
+        return Err(StoreError::Corrupt(format!(
+            "{shown}: a rota store without its table {table:?}"
+        )));
+    }
+    for (table, wanted) in TABLES {
+        let has = columns
+            .query_map([table], |r| r.get::<_, String>(0))
+            .map_err(ctx("reading the schema"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(ctx("reading the schema"))?;
+        if let Some(column) = wanted.iter().find(|c| !has.iter().any(|h| h == *c)) {
             return Err(StoreError::Corrupt(format!(
-                "{shown}: a rota store without its table {table:?}"
+                "{shown}: a rota store whose table {table:?} has no column {column:?}"
             )));
         }
     }

@@ -359,6 +359,44 @@ async fn a_truncated_store_is_refused_unchanged() {
     }
 }
 
+/// A file with rota's marks and both tables, one of them without a column the store reads, is
+/// refused as a damaged store, naming the column, and left as it was (it failed as a backend
+/// error, SQLite's "no such column: n_bytes" of the byte sum's query).
+#[test]
+fn a_rota_store_whose_table_lacks_a_column_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    for (table, ddl, column) in [
+        (
+            "jobs",
+            "CREATE TABLE jobs (seq INTEGER PRIMARY KEY, id TEXT); \
+             CREATE TABLE targets (job, idx, url, options, status, result, error, hint);",
+            "caller",
+        ),
+        (
+            "targets",
+            "CREATE TABLE jobs (seq INTEGER PRIMARY KEY, id, caller, class, idem_key, status, \
+             error, targets_total, targets_done, created_at, lease, n_bytes); \
+             CREATE TABLE targets (job, idx, url, options, status, error, hint);",
+            "result",
+        ),
+    ] {
+        let path = dir.path().join(format!("{table}.db"));
+        foreign_db(
+            &path,
+            &format!(
+                "PRAGMA application_id = {APPLICATION_ID}; \
+                 PRAGMA user_version = {SCHEMA_VERSION}; {ddl}"
+            ),
+        );
+        let err = refused(&path);
+        assert!(
+            matches!(&err, StoreError::Corrupt(m)
+                if m.ends_with(&format!("whose table {table:?} has no column {column:?}"))),
+            "{err:?}"
+        );
+    }
+}
+
 #[test]
 fn a_rota_store_missing_a_table_is_refused() {
     let dir = tempfile::tempdir().unwrap();
