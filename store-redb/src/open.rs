@@ -39,8 +39,9 @@ impl RedbStore {
 
     /// [`open`](Self::open) with options.
     ///
-    /// A new store is built in a temporary file beside `path` and linked into place only once
-    /// its meta table is durable, so a crash never leaves a half-made store at `path`. An
+    /// A new store is built in a temporary file beside `path` (beside where it leads, if it is
+    /// a symbolic link to nothing yet) and linked into place only once its meta table is
+    /// durable, so a crash never leaves a half-made store at `path`. An
     /// existing file is checked before redb opens it for writing (which would change it): its
     /// first bytes must be redb's magic, and then it is opened through a copy-on-write view
     /// (reads from the file, writes to memory) with redb's full integrity check, which also
@@ -52,6 +53,10 @@ impl RedbStore {
         match fs::symlink_metadata(path) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => create(path)?,
             Err(e) => return Err(StoreError::backend("open store file", e)),
+            // A symbolic link to nothing yet: the store is made where it leads, as SQLite does.
+            Ok(m) if m.file_type().is_symlink() && leads_nowhere(path) => {
+                create(&link_target(path)?)?;
+            }
             Ok(m) => a_file(path, &m)?,
         }
         inspect(path, &[VERSION]).map_err(held_by_another(path))?;
@@ -191,6 +196,17 @@ fn create(path: &Path) -> Result<(), StoreError> {
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+/// Whether `path`, a symbolic link, leads to nothing (no file, directory or anything else).
+fn leads_nowhere(path: &Path) -> bool {
+    matches!(fs::metadata(path), Err(e) if e.kind() == io::ErrorKind::NotFound)
+}
+
+/// Where the symbolic link at `path` leads, a relative target taken from the link's directory.
+fn link_target(path: &Path) -> Result<PathBuf, StoreError> {
+    let to = fs::read_link(path).map_err(|e| StoreError::backend("read store file's link", e))?;
+    Ok(dir_of(path).join(to))
 }
 
 /// The directory `path` is in (`.` for a bare file name).

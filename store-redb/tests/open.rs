@@ -172,6 +172,35 @@ async fn a_read_only_store_or_directory_is_named_as_such() {
     assert_eq!(s.job(&id(1)).await.unwrap().unwrap().targets_done, 1);
 }
 
+/// A path that is a symbolic link to nothing yet (here a relative one, into a directory of its
+/// own) makes the store where the link leads, as SQLite does, leaving the link a link and no
+/// temporary file; the store opens again through the link and by its own name.
+#[tokio::test]
+async fn a_link_to_nothing_yet_makes_the_store_where_it_leads() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("data")).unwrap();
+    let link = dir.path().join("via.redb");
+    std::os::unix::fs::symlink("data/rota.redb", &link).unwrap();
+    make_store(&link).await;
+    assert!(
+        fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    let target = dir.path().join("data").join("rota.redb");
+    assert!(fs::symlink_metadata(&target).unwrap().is_file());
+    let names: Vec<_> = fs::read_dir(dir.path().join("data"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("rota.redb")]);
+    for path in [&link, &target] {
+        let s = RedbStore::open(path).unwrap();
+        assert_eq!(s.job(&id(1)).await.unwrap().unwrap().targets_done, 1);
+    }
+}
+
 #[test]
 fn a_second_open_fails_in_use_until_the_first_is_dropped() {
     let dir = tempfile::tempdir().unwrap();

@@ -476,6 +476,33 @@ async fn in_memory_stores_are_private_to_their_handle() {
     a.integrity_check().unwrap();
 }
 
+/// A path that is a symbolic link to nothing yet (here a relative one, into a directory of its
+/// own) makes the store where the link leads (SQLite follows it), leaving the link a link; the
+/// store opens again through the link and by its own name. (`rota-store-redb` does the same.)
+#[tokio::test]
+async fn a_link_to_nothing_yet_makes_the_store_where_it_leads() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("data")).unwrap();
+    let link = dir.path().join("via.sqlite3");
+    std::os::unix::fs::symlink("data/rota.sqlite3", &link).unwrap();
+    make_store(&link).await;
+    assert!(
+        fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    let target = dir.path().join("data").join("rota.sqlite3");
+    assert!(fs::symlink_metadata(&target).unwrap().is_file());
+    for path in [&link, &target] {
+        let store = SqliteStore::open(path).unwrap();
+        assert_eq!(
+            store.job("j1").await.unwrap().map(|j| j.status),
+            Some(JobStatus::Done)
+        );
+    }
+}
+
 /// Opens the store at `path` while `target` is read-only: the error's text, or `None` where
 /// this machine cannot make `target` read-only ([`while_read_only`]).
 fn open_while_read_only(path: &Path, target: &Path) -> Option<String> {
