@@ -125,13 +125,13 @@ pub struct Counts {
     pub total: usize,
     /// Targets stored failed.
     pub failed: usize,
-    /// Busy answers so far.
-    pub retries: usize,
+    /// Busy answers so far; `None` for a reused job, whose busy answers were not stored.
+    pub retries: Option<usize>,
 }
 
 impl Counts {
-    /// The counts of `view`, with `retries` busy answers.
-    pub fn of(view: &JobView, retries: usize) -> Counts {
+    /// The counts of `view`, with `retries` busy answers (`None`: not known).
+    pub fn of(view: &JobView, retries: Option<usize>) -> Counts {
         Counts {
             finished: view.job.targets_done,
             total: view.job.targets_total,
@@ -145,16 +145,16 @@ impl Counts {
     }
 
     fn tail(&self) -> String {
-        format!(
-            "{} failed, {} {}",
-            self.failed,
-            self.retries,
-            if self.retries == 1 {
-                "retry"
-            } else {
-                "retries"
-            }
-        )
+        format!("{} failed{}", self.failed, self.retries_shown())
+    }
+
+    /// `, 2 retries` (`, 1 retry`), or nothing when not known.
+    pub fn retries_shown(&self) -> String {
+        match self.retries {
+            Some(1) => ", 1 retry".into(),
+            Some(n) => format!(", {n} retries"),
+            None => String::new(),
+        }
     }
 }
 

@@ -133,6 +133,8 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
         }
     };
     let reused = submitted.reused;
+    // Counted by this run's fetches; a reused job's were not stored, so they are not shown.
+    let retries = || (!reused).then(|| signals.retries());
     let id = submitted.id;
     if reused {
         note!(
@@ -159,7 +161,7 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
                 break;
             }
         };
-        progress.update(Counts::of(&view, signals.retries()));
+        progress.update(Counts::of(&view, retries()));
         // After a cancel the job is terminal at once, but its target in flight is still
         // being fetched: wait for it to be stored (closing now would cancel that fetch).
         let in_flight = view
@@ -229,7 +231,7 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
              the budget)"
         );
     }
-    let c = Counts::of(&view, signals.retries());
+    let c = Counts::of(&view, retries());
     note!("{}", summary(&view, c, started.elapsed()));
     printed?;
     Ok(exit_code(view.job.status))
@@ -313,7 +315,7 @@ fn print_targets(view: &JobView) -> Result<(), String> {
     out.flush().map_err(|e| format!("writing stdout: {e}"))
 }
 
-/// `job ID partial: 3/4 done, 1 failed, 2 retries, 1.3s`.
+/// `job ID partial: 3/4 done, 1 failed, 2 retries, 1.3s` (no retries of a reused job).
 pub fn summary(view: &JobView, c: Counts, elapsed: Duration) -> String {
     let job = &view.job;
     let why = if job.error.is_empty() {
@@ -326,14 +328,13 @@ pub fn summary(view: &JobView, c: Counts, elapsed: Duration) -> String {
         n => format!(", {n} not run"),
     };
     format!(
-        "job {} {}{why}: {}/{} done, {} failed{not_run}, {} {}, {:.1}s",
+        "job {} {}{why}: {}/{} done, {} failed{not_run}{}, {:.1}s",
         job.id,
         job.status,
         c.finished.saturating_sub(c.failed),
         c.total,
         c.failed,
-        c.retries,
-        if c.retries == 1 { "retry" } else { "retries" },
+        c.retries_shown(),
         elapsed.as_secs_f64()
     )
 }

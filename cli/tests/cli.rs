@@ -699,9 +699,10 @@ async fn a_rerun_within_ttl_says_it_reuses_the_job_and_one_past_ttl_fetches_agai
              showing its stored outcome"
         )
     );
-    assert_eq!(got[1], "progress: 3/3 finished, 1 failed, 0 retries");
+    // The busy answers of the first run were not stored, so none are claimed here.
+    assert_eq!(got[1], "progress: 3/3 finished, 1 failed");
     let summary = regex::Regex::new(&format!(
-        r"^job {id} partial: 2/3 done, 1 failed, 0 retries, \d+\.\ds$"
+        r"^job {id} partial: 2/3 done, 1 failed, \d+\.\ds$"
     ))
     .unwrap();
     assert!(summary.is_match(got[2]), "{err}");
