@@ -104,7 +104,7 @@ impl BackendError {
     /// backend's error does not name, such as a store file this process may not write behind
     /// SQLite's "disk I/O error" or the system's "Permission denied". Its
     /// [`source`](StdError::source) stays this error's own, so a chain printed whole says each
-    /// part once.
+    /// part once; its [`inner`](Self::inner) is the pair, no longer the backend's own error.
     pub fn explained(self, why: impl Into<String>) -> Self {
         BackendError::new(Explained {
             error: self,

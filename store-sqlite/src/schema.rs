@@ -184,3 +184,32 @@ fn pragma(tx: &Transaction<'_>, name: &str) -> Result<u32, StoreError> {
         // application_id and user_version are signed 32-bit in SQLite: keep their bits.
         .map(|v| v as u32)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use rusqlite::Connection;
+
+    use super::*;
+
+    /// [`TABLES`] lists the columns of [`DDL`]'s tables, in order: none missed, none made up.
+    #[test]
+    fn the_columns_checked_are_the_columns_created() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        let tx = conn.transaction().unwrap();
+        create(&tx).unwrap();
+        for (table, wanted) in TABLES {
+            let mut stmt = tx
+                .prepare("SELECT name FROM pragma_table_info(?1) ORDER BY cid")
+                .unwrap();
+            let made: Vec<String> = stmt
+                .query_map([table], |r| r.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert_eq!(made, wanted, "{table}");
+        }
+        assert_eq!(check(&tx, "mem").unwrap(), Found::Rota);
+    }
+}
