@@ -110,6 +110,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME", value_parser = parse_caller)]
     pub caller: Option<String>,
 
+    /// Fetch every target again, even if this caller ran the same targets within --ttl (a new
+    /// job; the older one is kept, and later runs reuse the new one).
+    #[arg(long)]
+    pub fresh: bool,
+
     /// The runner's settings.
     #[command(flatten)]
     pub runner: RunnerArgs,

@@ -125,7 +125,14 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
     // Listening before the job exists: a Ctrl-C from here on cancels it rather than killing
     // the process halfway.
     let mut interrupts = interrupts()?;
-    let submitted = match runner.submit(caller, CallerClass::Fleet, targets).await {
+    let submitted = if args.fresh {
+        runner
+            .submit_fresh(caller, CallerClass::Fleet, targets)
+            .await
+    } else {
+        runner.submit(caller, CallerClass::Fleet, targets).await
+    };
+    let submitted = match submitted {
         Ok(s) => s,
         Err(e) => {
             runner.close().await;

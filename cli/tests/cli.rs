@@ -661,6 +661,45 @@ async fn running_the_same_file_again_reuses_the_stored_job_without_fetching() {
     assert_eq!(s.hits("busy/once"), 1);
 }
 
+/// `--fresh` fetches every target again though the same caller ran them within `--ttl`: a new
+/// job, said to be created; a later run without it reuses that newest job. (The store orders
+/// jobs created in one second by id, so the fresh run waits for the next second.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_fresh_fetches_again_and_later_runs_reuse_the_new_job() {
+    let s = common::start().await;
+    let env = Env::new();
+    let f = env.file("t.json", &json_array(&[s.url("/busy/fresh/0")]));
+    let f = f.to_str().unwrap();
+    let unix_now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    };
+    let first = env.rota(&["run", f], None).await;
+    assert_eq!(code(&first), 0, "{}", stderr(&first));
+    let ran = unix_now();
+    while unix_now() <= ran {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let fresh = env.rota(&["run", "--fresh", f], None).await;
+    let err = stderr(&fresh);
+    assert_eq!(code(&fresh), 0, "{err}");
+    let new = job_id(&fresh);
+    assert_ne!(new, job_id(&first));
+    assert!(
+        err.starts_with(&format!("job {new} created (1 target)\n")),
+        "{err}"
+    );
+    assert_eq!(s.hits("busy/fresh"), 2);
+
+    let again = env.rota(&["run", f], None).await;
+    assert_eq!(code(&again), 0, "{}", stderr(&again));
+    assert_eq!(job_id(&again), new);
+    assert!(stderr(&again).contains("reused"), "{}", stderr(&again));
+    assert_eq!(s.hits("busy/fresh"), 2);
+}
+
 /// The same caller running the same file again within `--ttl` is told so in these words, and
 /// shown the stored outcome with the progress line of its stored counts; once the job's last
 /// activity is further back than `--ttl`, the file is a new job, fetched again.

@@ -387,6 +387,33 @@ impl Runner {
         class: CallerClass,
         targets: Vec<Target>,
     ) -> Result<Submitted, SubmitError> {
+        self.submit_with(caller, class, targets, Reuse::Allowed)
+            .await
+    }
+
+    /// [`submit`](Self::submit) without its reuse (SPEC §3 step 2): a new job even if the store
+    /// holds a reusable one of the same caller and targets, so that they are fetched again. The
+    /// caps apply as to any new job; `reused` is `false`. The older job is kept (until `ttl`,
+    /// as any), and a later [`submit`](Self::submit) of the same targets reuses the newest
+    /// reusable job, which is this one once it is created (but for a job created in the same
+    /// second, which the stores order by id).
+    pub async fn submit_fresh(
+        &self,
+        caller: Caller,
+        class: CallerClass,
+        targets: Vec<Target>,
+    ) -> Result<Submitted, SubmitError> {
+        self.submit_with(caller, class, targets, Reuse::Refused)
+            .await
+    }
+
+    async fn submit_with(
+        &self,
+        caller: Caller,
+        class: CallerClass,
+        targets: Vec<Target>,
+        reuse: Reuse,
+    ) -> Result<Submitted, SubmitError> {
         let inner = &*self.inner;
         if targets.is_empty() {
             return Err(SubmitError::NoTargets);
@@ -428,7 +455,7 @@ impl Runner {
         // store that answers in one poll (the bundled ones) runs here; one that suspends goes
         // on in a task of its own (which close, waiting for it, never waits on a caller that
         // stopped polling).
-        let admitting = self.inner.clone().admit(job, caller, registering);
+        let admitting = self.inner.clone().admit(job, caller, registering, reuse);
         let admitting = async move {
             let r = admitting.await;
             drop(op);
@@ -650,6 +677,14 @@ async fn worker(inner: Arc<Inner>, n: usize) {
     debug!(worker = n, "worker stopped");
 }
 
+/// Whether a submit may reuse a stored job ([`Runner::submit`]) or not
+/// ([`Runner::submit_fresh`]).
+#[derive(Debug, Clone, Copy)]
+enum Reuse {
+    Allowed,
+    Refused,
+}
+
 /// What a submit's admit produced: the answer, and whether it woke an idle worker.
 struct Admitted {
     submitted: Submitted,
@@ -729,11 +764,22 @@ impl Inner {
         job: NewJob,
         caller: Caller,
         mut registering: Registering,
+        reuse: Reuse,
     ) -> Result<Admitted, SubmitError> {
         let inner = &*self;
         // A job ended by the machine but still live in the store would count against the caps.
         inner.settle().await;
-        let admission = match inner.store().admit(&job, &inner.caps).await {
+        let caps = match reuse {
+            Reuse::Allowed => inner.caps,
+            // A reuse window of none: no stored job is younger than it (`now - lease < 0`
+            // holds for none, but a job whose lease is later than now, the clock having gone
+            // back), and the bundled stores' admits read `ttl_secs` for nothing else.
+            Reuse::Refused => Caps {
+                ttl_secs: 0,
+                ..inner.caps
+            },
+        };
+        let admission = match inner.store().admit(&job, &caps).await {
             Ok(a) => a,
             Err(e) => {
                 if let StoreError::Backend { .. } = e {

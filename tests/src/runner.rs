@@ -97,6 +97,7 @@ macro_rules! runner_tests {
                 submit_never_reuses_failed_or_cancelled_jobs,
                 another_caller_with_the_same_targets_gets_its_own_job,
                 reuse_lasts_while_the_lease_is_younger_than_ttl,
+                submit_fresh_makes_a_new_job_that_later_submits_reuse,
                 a_fractional_ttl_is_kept_to_the_second,
                 status_is_a_pure_read,
                 touch_extends_the_lease,
@@ -1546,6 +1547,51 @@ pub async fn reuse_lasts_while_the_lease_is_younger_than_ttl(
         "not reused once the lease is ttl old"
     );
     r.terminal(&got.id).await?;
+    r.close().await
+}
+
+/// `submit_fresh` skips the reuse: a new job of the same caller and targets, fetched again,
+/// while the reusable one stays as it was; the caps apply to it as to any new job; and a later
+/// `submit` reuses the newest reusable job, the fresh one.
+pub async fn submit_fresh_makes_a_new_job_that_later_submits_reuse(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let cfg = Config {
+        jobs_per_caller: 1,
+        ..config()
+    };
+    let r = rig(store, Probe::new(), cfg).await?;
+    let fresh = |ts: Vec<Target>| {
+        r.runner
+            .submit_fresh(caller("alice"), CallerClass::Fleet, ts)
+    };
+    let old = r.submit("alice", "a", 2).await?;
+    r.terminal(&old).await?;
+    r.clock.set(T0 + 1);
+    let new = fresh(targets("a", 2)).await?;
+    assert!(!new.reused && new.id != old, "{new:?}");
+    r.terminal(&new.id).await?;
+    assert_eq!(r.probe.attempts(&url("a", 0)), 2, "fetched again");
+    assert_eq!(r.probe.attempts(&url("a", 1)), 2, "fetched again");
+    assert_eq!(r.hooks.count(JobOutcome::Created), 2);
+    assert_eq!(r.hooks.count(JobOutcome::Reused), 0);
+    let old_row = r.row(&old).await?;
+    assert_eq!((old_row.status, old_row.lease), (JobStatus::Done, T0));
+
+    r.clock.set(T0 + 2);
+    let got = r.submit_targets("alice", targets("a", 2)).await?;
+    assert_eq!(got, reused(new.id.clone()), "the newest job is reused");
+
+    // The caps apply: with one live job of alice's, a fresh submit is refused.
+    r.probe.hold(&url("b", 0));
+    let b = r.submit("alice", "b", 1).await?;
+    r.started(&url("b", 0), 1).await?;
+    assert!(matches!(
+        fresh(targets("a", 2)).await,
+        Err(SubmitError::CallerBusy)
+    ));
+    r.probe.release_all();
+    r.terminal(&b).await?;
     r.close().await
 }
 
