@@ -216,7 +216,9 @@ pub struct Caps {
     pub jobs_per_caller: usize,
     /// The most live jobs in all.
     pub jobs_total: usize,
-    /// A job is reused only while `now - lease < ttl_secs`.
+    /// A job is reused only while `now - lease < ttl_secs`, the difference saturating as in
+    /// [`reusable`], which a store should call: `i64::MIN` reuses none, whatever the times (the
+    /// driver's `submit_fresh` admits with it).
     pub ttl_secs: i64,
 }
 
@@ -495,6 +497,17 @@ mod tests {
         }
         for s in [Failed, Cancelled] {
             assert!(!reusable(s, 100, 100, 10));
+        }
+        // A window of `i64::MIN` reuses nothing, even a lease later than now (a clock gone
+        // back), which a window of 0 would; the difference saturates at either end.
+        assert!(reusable(Done, 105, 100, 0));
+        for (lease, now) in [
+            (105, 100),
+            (100, 100),
+            (i64::MIN, i64::MAX),
+            (i64::MAX, i64::MIN),
+        ] {
+            assert!(!reusable(Done, lease, now, i64::MIN), "{lease} {now}");
         }
     }
 

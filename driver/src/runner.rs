@@ -771,11 +771,11 @@ impl Inner {
         inner.settle().await;
         let caps = match reuse {
             Reuse::Allowed => inner.caps,
-            // A reuse window of none: no stored job is younger than it (`now - lease < 0`
-            // holds for none, but a job whose lease is later than now, the clock having gone
-            // back), and the bundled stores' admits read `ttl_secs` for nothing else.
+            // A reuse window of none: `now - lease < i64::MIN` holds for no job, even one
+            // whose lease is later than now (the clock having gone back), and the stores'
+            // admits read `ttl_secs` for nothing else.
             Reuse::Refused => Caps {
-                ttl_secs: 0,
+                ttl_secs: i64::MIN,
                 ..inner.caps
             },
         };

@@ -1551,8 +1551,9 @@ pub async fn reuse_lasts_while_the_lease_is_younger_than_ttl(
 }
 
 /// `submit_fresh` skips the reuse: a new job of the same caller and targets, fetched again,
-/// while the reusable one stays as it was; the caps apply to it as to any new job; and a later
-/// `submit` reuses the newest reusable job, the fresh one.
+/// while the reusable one stays as it was; a later `submit` reuses the newest reusable job, the
+/// fresh one; a job whose lease is later than now (a clock gone back) is not reused either; and
+/// the caps apply to a fresh submit as to any new job.
 pub async fn submit_fresh_makes_a_new_job_that_later_submits_reuse(
     store: Arc<dyn BatchStore>,
 ) -> TestResult {
@@ -1581,6 +1582,12 @@ pub async fn submit_fresh_makes_a_new_job_that_later_submits_reuse(
     r.clock.set(T0 + 2);
     let got = r.submit_targets("alice", targets("a", 2)).await?;
     assert_eq!(got, reused(new.id.clone()), "the newest job is reused");
+
+    // Nor is a job reused whose lease is later than now, the clock having gone back.
+    r.clock.set(T0);
+    let back = fresh(targets("a", 2)).await?;
+    assert!(!back.reused && back.id != new.id, "{back:?}");
+    r.terminal(&back.id).await?;
 
     // The caps apply: with one live job of alice's, a fresh submit is refused.
     r.probe.hold(&url("b", 0));
