@@ -3,14 +3,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-// The helper store-sqlite's tests make files read-only with (std and tempfile only).
-#[path = "../../store-sqlite/tests/common/read_only.rs"]
-mod read_only;
+// The file helpers of store-sqlite's tests (std and tempfile only).
+#[path = "../../store-sqlite/tests/common/files.rs"]
+mod files;
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use read_only::while_read_only;
+use files::{assert_made_where_it_leads, link_to_nothing, while_read_only};
 use rota_core::{Admission, BatchStore, CallerClass, Caps, NewJob, StoreError, TargetWrite};
 use rota_store_redb::{Durability, RedbOptions, RedbStore};
 
@@ -178,18 +178,9 @@ async fn a_read_only_store_or_directory_is_named_as_such() {
 #[tokio::test]
 async fn a_link_to_nothing_yet_makes_the_store_where_it_leads() {
     let dir = tempfile::tempdir().unwrap();
-    fs::create_dir(dir.path().join("data")).unwrap();
-    let link = dir.path().join("via.redb");
-    std::os::unix::fs::symlink("data/rota.redb", &link).unwrap();
+    let (link, target) = link_to_nothing(dir.path(), "via.redb", "rota.redb");
     make_store(&link).await;
-    assert!(
-        fs::symlink_metadata(&link)
-            .unwrap()
-            .file_type()
-            .is_symlink()
-    );
-    let target = dir.path().join("data").join("rota.redb");
-    assert!(fs::symlink_metadata(&target).unwrap().is_file());
+    assert_made_where_it_leads(&link, &target);
     let names: Vec<_> = fs::read_dir(dir.path().join("data"))
         .unwrap()
         .map(|e| e.unwrap().file_name())

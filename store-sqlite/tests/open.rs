@@ -4,15 +4,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
-#[path = "common/read_only.rs"]
-mod read_only;
+#[path = "common/files.rs"]
+mod files;
 
 use std::fs;
 use std::path::Path;
 use std::process::Command;
 
 use common::refused;
-use read_only::while_read_only;
+use files::{assert_made_where_it_leads, link_to_nothing, while_read_only};
 use rota_core::{BatchStore, CallerClass, Caps, JobStatus, NewJob, StoreError, TargetWrite};
 use rota_store_sqlite::{APPLICATION_ID, SCHEMA_VERSION, SqliteOptions, SqliteStore, Synchronous};
 
@@ -482,18 +482,9 @@ async fn in_memory_stores_are_private_to_their_handle() {
 #[tokio::test]
 async fn a_link_to_nothing_yet_makes_the_store_where_it_leads() {
     let dir = tempfile::tempdir().unwrap();
-    fs::create_dir(dir.path().join("data")).unwrap();
-    let link = dir.path().join("via.sqlite3");
-    std::os::unix::fs::symlink("data/rota.sqlite3", &link).unwrap();
+    let (link, target) = link_to_nothing(dir.path(), "via.sqlite3", "rota.sqlite3");
     make_store(&link).await;
-    assert!(
-        fs::symlink_metadata(&link)
-            .unwrap()
-            .file_type()
-            .is_symlink()
-    );
-    let target = dir.path().join("data").join("rota.sqlite3");
-    assert!(fs::symlink_metadata(&target).unwrap().is_file());
+    assert_made_where_it_leads(&link, &target);
     for path in [&link, &target] {
         let store = SqliteStore::open(path).unwrap();
         assert_eq!(

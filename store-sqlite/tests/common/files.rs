@@ -1,6 +1,6 @@
-//! Making a file or directory read-only to this process, for the tests of a store that this
-//! process may not write. Shared: the tests of `rota-store-redb` include this file too (by its
-//! path), so it uses nothing but `std` and `tempfile`.
+//! Files as the store tests need them: a file or directory made read-only to this process,
+//! and a symbolic link to nothing yet. Shared: the tests of `rota-store-redb` include this file
+//! too (by its path), so it uses nothing but `std` and `tempfile`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -76,4 +76,21 @@ pub fn while_read_only<T>(target: &Path, f: impl FnOnce() -> T) -> Option<T> {
     let answer = f();
     drop(guard);
     Some(answer)
+}
+
+/// Makes the directory `data` in `dir`, and `dir/name` a symbolic link to `data/file` (a
+/// relative one), which leads to nothing yet: the link's path and the path it leads to.
+pub fn link_to_nothing(dir: &Path, name: &str, file: &str) -> (PathBuf, PathBuf) {
+    fs::create_dir(dir.join("data")).unwrap();
+    let link = dir.join(name);
+    std::os::unix::fs::symlink(Path::new("data").join(file), &link).unwrap();
+    (link, dir.join("data").join(file))
+}
+
+/// Asserts that `link` is still a symbolic link, and that the store it led to is a file at
+/// `target`.
+pub fn assert_made_where_it_leads(link: &Path, target: &Path) {
+    let kind = fs::symlink_metadata(link).unwrap().file_type();
+    assert!(kind.is_symlink(), "{} is no longer a link", link.display());
+    assert!(fs::symlink_metadata(target).unwrap().is_file());
 }
