@@ -111,7 +111,8 @@ pub struct RunArgs {
     pub caller: Option<String>,
 
     /// Fetch every target again, even if this caller ran the same targets within --ttl (a new
-    /// job; the older one is kept, and later runs reuse the new one).
+    /// job; the older one is kept, and later runs reuse the newer, but for two made within the
+    /// same second, of which they may reuse either).
     #[arg(long)]
     pub fresh: bool,
 

@@ -395,8 +395,8 @@ impl Runner {
     /// holds a reusable one of the same caller and targets, so that they are fetched again. The
     /// caps apply as to any new job; `reused` is `false`. The older job is kept (until `ttl`,
     /// as any), and a later [`submit`](Self::submit) of the same targets reuses the newest
-    /// reusable job, which is this one once it is created (but for a job created in the same
-    /// second, which the stores order by id).
+    /// reusable job, which is this one once it is created, unless the older was created in the
+    /// same second: the stores order those by id, and ids are random.
     pub async fn submit_fresh(
         &self,
         caller: Caller,

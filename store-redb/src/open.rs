@@ -157,22 +157,23 @@ pub(crate) fn init(db: &Database) -> Result<(), StoreError> {
 /// process links its own first, that one is used.
 fn create(path: &Path) -> Result<(), StoreError> {
     let tmp = temp_path(path);
+    // Made here, so that only a temporary file this call made is removed below.
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(|e| {
+            refused("create store file", e, || {
+                format!(
+                    "{} does not exist, and its directory {} is not writable, so it cannot be \
+                     made there",
+                    path.display(),
+                    dir_of(path).display()
+                )
+            })
+        })?;
     let built = (|| {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(|e| {
-                refused("create store file", e, || {
-                    format!(
-                        "{} does not exist, and its directory {} is not writable, so it cannot \
-                         be made there",
-                        path.display(),
-                        dir_of(path).display()
-                    )
-                })
-            })?;
         let backend = FileBackend::new(file).map_err(err("create store file"))?;
         let db = Database::builder()
             .create_with_backend(backend)
@@ -203,10 +204,32 @@ fn leads_nowhere(path: &Path) -> bool {
     matches!(fs::metadata(path), Err(e) if e.kind() == io::ErrorKind::NotFound)
 }
 
-/// Where the symbolic link at `path` leads, a relative target taken from the link's directory.
+/// How many symbolic links [`link_target`] follows, as Linux's path lookup (`ELOOP` past it).
+const MAX_LINKS: usize = 40;
+
+/// Where the symbolic link at `path` leads in the end, following a chain of links (each
+/// relative target taken from its link's directory) to the first path that is no link. (The
+/// system has just found that the chain ends in nothing, so it is no loop; the bound holds
+/// should the links change meanwhile.)
 fn link_target(path: &Path) -> Result<PathBuf, StoreError> {
-    let to = fs::read_link(path).map_err(|e| StoreError::backend("read store file's link", e))?;
-    Ok(dir_of(path).join(to))
+    let mut at = path.to_owned();
+    for _ in 0..MAX_LINKS {
+        match fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let to = fs::read_link(&at)
+                    .map_err(|e| StoreError::backend("read store file's link", e))?;
+                at = dir_of(&at).join(to);
+            }
+            _ => return Ok(at),
+        }
+    }
+    Err(StoreError::backend(
+        "follow store file's link",
+        io::Error::other(format!(
+            "{}: more than {MAX_LINKS} symbolic links in a row",
+            path.display()
+        )),
+    ))
 }
 
 /// The directory `path` is in (`.` for a bare file name).

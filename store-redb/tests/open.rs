@@ -192,6 +192,36 @@ async fn a_link_to_nothing_yet_makes_the_store_where_it_leads() {
     }
 }
 
+/// A chain of symbolic links to nothing yet (a link to a link, to a path in another
+/// directory) makes the store at the chain's end; one that loops is refused, and makes nothing.
+#[tokio::test]
+async fn a_chain_of_links_to_nothing_yet_makes_the_store_at_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let (second, target) = link_to_nothing(dir.path(), "second.redb", "rota.redb");
+    let first = dir.path().join("first.redb");
+    std::os::unix::fs::symlink("second.redb", &first).unwrap();
+    make_store(&first).await;
+    assert_made_where_it_leads(&second, &target);
+    let s = RedbStore::open(&first).unwrap();
+    assert_eq!(s.job(&id(1)).await.unwrap().unwrap().targets_done, 1);
+
+    let (a, b) = (dir.path().join("a.redb"), dir.path().join("b.redb"));
+    std::os::unix::fs::symlink("b.redb", &a).unwrap();
+    std::os::unix::fs::symlink("a.redb", &b).unwrap();
+    let err = RedbStore::open(&a).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("Too many levels of symbolic links"),
+        "{err}"
+    );
+    assert!(fs::read_link(&a).is_ok() && fs::read_link(&b).is_ok());
+    assert_eq!(
+        fs::read_dir(dir.path()).unwrap().count(),
+        5,
+        "a file was made"
+    );
+}
+
 #[test]
 fn a_second_open_fails_in_use_until_the_first_is_dropped() {
     let dir = tempfile::tempdir().unwrap();
