@@ -131,6 +131,21 @@ fn job_id(o: &Output) -> String {
         .unwrap_or_else(|| panic!("no job id in stderr:\n{err}"))
 }
 
+/// Unix seconds now, as the store keeps its times.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// Waits until the unix clock reads a second later than `second`.
+async fn until_past_second(second: u64) {
+    while unix_now() <= second {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 fn json_array(urls: &[String]) -> String {
     serde_json::to_string(urls).unwrap()
 }
@@ -670,18 +685,10 @@ async fn run_fresh_fetches_again_and_later_runs_reuse_the_new_job() {
     let env = Env::new();
     let f = env.file("t.json", &json_array(&[s.url("/busy/fresh/0")]));
     let f = f.to_str().unwrap();
-    let unix_now = || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs()
-    };
     let first = env.rota(&["run", f], None).await;
     assert_eq!(code(&first), 0, "{}", stderr(&first));
     let ran = unix_now();
-    while unix_now() <= ran {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_past_second(ran).await;
     let fresh = env.rota(&["run", "--fresh", f], None).await;
     let err = stderr(&fresh);
     assert_eq!(code(&fresh), 0, "{err}");
@@ -721,13 +728,7 @@ async fn a_rerun_within_ttl_says_it_reuses_the_job_and_one_past_ttl_fetches_agai
     let again = env.rota(&["run", f], None).await;
     let err = stderr(&again);
     assert_eq!(code(&again), 2, "{err}");
-    // Unix seconds, as the store keeps them: the job's last activity is no later than this.
-    let unix_now = || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs()
-    };
+    // The job's last activity is no later than this.
     let shown = unix_now();
     let got: Vec<&str> = err.lines().collect();
     assert_eq!(got.len(), 3, "{err}");
@@ -749,9 +750,7 @@ async fn a_rerun_within_ttl_says_it_reuses_the_job_and_one_past_ttl_fetches_agai
     assert_eq!((s.hits("busy/r1"), s.hits("busy/r2")), (1, 1));
 
     // Once a whole second has passed since then (the clock polled), `--ttl 1s` is past.
-    while unix_now() <= shown {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_past_second(shown).await;
     let late = env.rota(&["run", f, "--ttl", "1s"], None).await;
     let err = stderr(&late);
     assert_eq!(code(&late), 2, "{err}");
@@ -772,24 +771,16 @@ async fn a_rerun_within_ttl_says_it_reuses_the_job_and_one_past_ttl_fetches_agai
 async fn a_runs_ttl_sweeps_every_callers_finished_jobs() {
     let s = common::start().await;
     let env = Env::new();
-    let unix_now = || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs()
-    };
     let a = env.file("a.json", &json_array(&[s.url("/ok")]));
     let alice = env
         .rota(&["run", "--caller", "alice", a.to_str().unwrap()], None)
         .await;
     assert_eq!(code(&alice), 0, "{}", stderr(&alice));
-    // Unix seconds, as the store keeps them: alice's job's last activity is no later than this.
+    // Alice's job's last activity is no later than this.
     let finished = unix_now();
     let id = job_id(&alice);
     // A sweep deletes a lease older than `now - ttl`: with `--ttl 1s`, two whole seconds on.
-    while unix_now() <= finished + 1 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_past_second(finished + 1).await;
     for (n, ttl) in [(1, None), (2, Some("1s"))] {
         let b = env.file(
             &format!("b{n}.json"),
