@@ -113,12 +113,19 @@ impl StoreUrl {
     }
 
     /// [`open`](Self::open) for a command: its error as a message for the user, which says
-    /// what to do about a redb file of an older schema that `rota upgrade` migrates.
+    /// what to do about a redb file of an older schema that `rota upgrade` migrates, or about a
+    /// store another command holds.
     pub fn open_for_command(&self) -> Result<Arc<dyn BatchStore>, String> {
         self.open().map_err(|e| {
             let hint = match (&e, self) {
                 (StoreError::Version { found, .. }, StoreUrl::Redb(_)) if found == "2" => {
                     format!(" (migrate it first: rota --store {self} upgrade)")
+                }
+                // The stores' own words name their types and any SQLite client.
+                (StoreError::InUse(_), _) => {
+                    " (is a `rota run` or `rota demo` on it still running? try again once it \
+                     ends)"
+                        .into()
                 }
                 // SQLite says only "unable to open database file".
                 _ => match self

@@ -1848,8 +1848,8 @@ mod interrupt {
     }
 
     /// A file store has one owner at a time: while `rota run` holds it, `rota status` on it
-    /// fails with `in use by another owner` (exit 1, nothing on stdout); once the run has
-    /// ended, the same command reads the job.
+    /// fails with `in use by another owner` and a hint in terms of rota's commands (exit 1,
+    /// nothing on stdout); once the run has ended, the same command reads the job.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn status_on_a_store_a_run_holds_fails_in_use_by_another_owner() {
         let s = common::start().await;
@@ -1861,6 +1861,12 @@ mod interrupt {
         assert_eq!(code(&o), 1, "{err}");
         assert!(o.stdout.is_empty());
         assert!(err.contains("in use by another owner"), "{err}");
+        assert!(
+            err.ends_with(
+                "(is a `rota run` or `rota demo` on it still running? try again once it ends)\n"
+            ),
+            "{err}"
+        );
         assert!(
             child.try_wait().unwrap().is_none(),
             "the run ended before the status: {err}"
