@@ -15,8 +15,10 @@
 //!    transaction. On a WAL database SQLite takes the file's EXCLUSIVE lock at that first read
 //!    and keeps it until the connection closes, and keeps the WAL index in heap memory (no
 //!    `-shm` file). Another process that opens the file cannot even read it: it gets
-//!    `SQLITE_BUSY`, which is [`StoreError::InUse`]. The OS drops the lock when the owner
-//!    exits, however it exits (`kill -9` included), so a crashed owner never blocks the next.
+//!    `SQLITE_BUSY`, which is [`StoreError::InUse`] once it has tried again for 300 ms (two
+//!    processes opening the file at the same moment may each hold the other off: see
+//!    [`open_contended`]). The OS drops the lock when the owner exits, however it exits
+//!    (`kill -9` included), so a crashed owner never blocks the next.
 //! 4. Still read-only: the marks, tables and columns are checked through SQLite (a `-wal` left by
 //!    a crash is read, not yet applied), and every job is read by the byte sum, so a file whose
 //!    pages SQLite finds malformed is refused here. Until this passes, closing the connection
@@ -38,7 +40,7 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rota_core::StoreError;
 use rusqlite::config::DbConfig;
@@ -52,6 +54,9 @@ use crate::store::{SqliteOptions, Synchronous};
 /// The busy timeout once the store is open. The exclusive lock means no other connection ever
 /// holds the file, so this only bounds a wait that should not happen.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long an open tries again while the file is in use (see [`open_contended`]).
+const CONTENDED_FOR: Duration = Duration::from_millis(300);
 
 /// How many prepared statements a connection keeps: more than the store has.
 const STATEMENT_CACHE: usize = 64;
@@ -284,7 +289,7 @@ pub(crate) fn open_file(path: &Path, opts: SqliteOptions) -> Result<Opened, Stor
     let mut claim = Claim::take(path)?;
     inspect(path)?;
     let shown = path.display().to_string();
-    match open_claimed(path, &shown, opts) {
+    match open_contended(path, &shown, opts) {
         Ok((conn, tally)) => {
             claim.identify(path);
             Ok(Opened { conn, claim, tally })
@@ -370,6 +375,43 @@ fn probe_dir(dir: &Path) -> io::Result<()> {
         .create_new(true)
         .open(&probe)?;
     std::fs::remove_file(&probe)
+}
+
+/// [`open_claimed`], tried again for up to [`CONTENDED_FOR`] while the file is in use.
+///
+/// Two opens of one file at the same moment (two processes starting on one store) may each
+/// take the shared lock of its first read and then wait for the other's to upgrade it: with a
+/// zero busy timeout both give up, and in the exclusive locking mode a connection keeps its
+/// shared lock until it is closed, so neither would ever give way. Each attempt that finds the
+/// file in use closes its connection, which drops its locks, and the next comes after a pause
+/// of random length, so that one of the two finds the file free and owns it; the other then
+/// finds it owned. An open of a store another process holds therefore fails after that while,
+/// not at once.
+fn open_contended(
+    path: &Path,
+    shown: &str,
+    opts: SqliteOptions,
+) -> Result<(Connection, Tally), StoreError> {
+    let began = Instant::now();
+    let mut attempt = 0u32;
+    loop {
+        match open_claimed(path, shown, opts) {
+            Err(StoreError::InUse(_)) if began.elapsed() < CONTENDED_FOR => {
+                attempt = attempt.wrapping_add(1);
+                std::thread::sleep(pause(attempt));
+            }
+            done => return done,
+        }
+    }
+}
+
+/// A pause of 1 to 10 ms, of a length another process (or thread) pausing at the same moment
+/// is unlikely to share: std's hasher keys are random per thread.
+fn pause(attempt: u32) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(attempt);
+    Duration::from_micros(1_000 + h.finish() % 9_001)
 }
 
 /// [`open_file`]'s SQLite part, under the claim: the connection and the tally.
@@ -494,4 +536,46 @@ fn tune(conn: &Connection, sync: Synchronous) -> Result<(), StoreError> {
         .map_err(ctx("setting the busy timeout"))?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Barrier};
+
+    use super::*;
+
+    /// Two opens of one file at the same moment (as two processes would make them: no claim
+    /// between them, SQLite's locks only): one of them, at least, opens it. Without the
+    /// attempts again, both were refused as in use in some rounds: each took the shared lock
+    /// of its first read and waited for the other's to upgrade it, and neither gave way. (That
+    /// two opens never both own the file is `a_file_locked_by_another_process_is_in_use`.)
+    #[test]
+    fn of_two_opens_at_once_one_at_least_opens_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut both_refused = 0;
+        for round in 0..200 {
+            let path = dir.path().join(format!("r{}.db", round / 2));
+            // Even rounds race on a new file, odd ones on the store the round before made.
+            let barrier = Arc::new(Barrier::new(2));
+            let opens: Vec<_> = (0..2)
+                .map(|_| {
+                    let (path, barrier) = (path.clone(), barrier.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        open_contended(&path, "r.db", SqliteOptions::default()).map(drop)
+                    })
+                })
+                .collect();
+            let rs: Vec<_> = opens.into_iter().map(|t| t.join().unwrap()).collect();
+            for r in &rs {
+                if let Err(e) = r {
+                    assert!(matches!(e, StoreError::InUse(_)), "round {round}: {e}");
+                }
+            }
+            if rs.iter().all(Result::is_err) {
+                both_refused += 1;
+            }
+        }
+        assert_eq!(both_refused, 0, "of 200 rounds");
+    }
 }

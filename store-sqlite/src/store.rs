@@ -55,8 +55,10 @@ pub struct SqliteOptions {
 ///   under the budget and a sweep with nothing due (after every stored target, after every
 ///   admit) answer without waiting for a writing thread.
 /// - **One owner.** While a store is open, opening its file again, from this process or any
-///   other, fails with [`StoreError::InUse`]; it succeeds once the store is dropped (or its
-///   process has died).
+///   other, fails with [`StoreError::InUse`] (from this process at once; from another after
+///   trying again for 300 ms, so that of two processes opening one file at the same moment
+///   one owns it rather than each holding the other off); it succeeds once the store is
+///   dropped (or its process has died).
 /// - **Refuses what it does not own.** A file that is not a rota store (a text file, another
 ///   program's database, a SQLite database with no rota schema, a truncated store; a
 ///   directory, FIFO or device, refused before it is opened) fails with
