@@ -128,17 +128,31 @@ impl StoreUrl {
                         .into()
                 }
                 // SQLite says only "unable to open database file".
-                _ => match self
-                    .path()
-                    .and_then(Path::parent)
-                    .filter(|d| !d.as_os_str().is_empty() && !d.is_dir())
-                {
-                    Some(dir) => format!(" (there is no directory {})", dir.display()),
-                    None => String::new(),
+                _ => match self.path().and_then(Path::parent) {
+                    Some(dir) if !dir.as_os_str().is_empty() => {
+                        dir_hint(dir, &std::fs::metadata(dir))
+                    }
+                    _ => String::new(),
                 },
             };
             format!("opening the store {self}: {e}{hint}")
         })
+    }
+}
+
+/// What a failed open adds about the store's directory `dir`, as `looked` (its metadata) found
+/// it: that it is missing, or not a directory. Nothing where the look itself failed otherwise
+/// (a directory on the way that may not be searched): the store's own error says that, and
+/// the directory may well be there.
+fn dir_hint(dir: &Path, looked: &std::io::Result<std::fs::Metadata>) -> String {
+    use std::io::ErrorKind;
+    match looked {
+        Ok(m) if m.is_dir() => String::new(),
+        Ok(_) => format!(" ({} is not a directory)", dir.display()),
+        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+            format!(" (there is no directory {})", dir.display())
+        }
+        Err(_) => String::new(),
     }
 }
 
@@ -179,6 +193,36 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    /// A store whose directory is a file says so; one under a file, that there is no such
+    /// directory; one whose directory could not be looked at (a directory on the way that may
+    /// not be searched) gets no word about it, rather than "there is no directory".
+    #[test]
+    fn a_store_whose_directory_is_not_one_says_so() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("plain");
+        std::fs::write(&file, "not a directory").unwrap();
+        for (url, said) in [
+            (
+                format!("sqlite:{}/x.sqlite3", file.display()),
+                format!("({} is not a directory)", file.display()),
+            ),
+            (
+                format!("redb:{}/sub/x.redb", file.display()),
+                format!("(there is no directory {}/sub)", file.display()),
+            ),
+        ] {
+            let e = url
+                .parse::<StoreUrl>()
+                .unwrap()
+                .open_for_command()
+                .err()
+                .unwrap();
+            assert!(e.ends_with(&said), "{e}");
+        }
+        let denied = Err(std::io::Error::from(std::io::ErrorKind::PermissionDenied));
+        assert_eq!(dir_hint(Path::new("locked/sub"), &denied), "");
     }
 
     /// `sqlite://rota.sqlite3`, as other tools' URLs go, is the path `//rota.sqlite3`: a file at
