@@ -27,6 +27,17 @@ const OPTION_KEYS: &[&str] = &[
 /// `{"url": .., "options": {..}}`; a URL must be absolute `http://` or `https://`, and an
 /// unknown key, or a key given twice in one object, is an error rather than silently dropped.
 pub fn parse_targets(text: &str) -> Result<Vec<Target>, String> {
+    parse_targets_with(text, |_| Ok(()))
+}
+
+/// [`parse_targets`], with `check` applied to each target as it is read: its error is
+/// reported, as the contents' own are, naming the item (in an array) or the line (in JSON
+/// lines) of the target. `rota run` refuses here the options its fetcher would refuse.
+pub fn parse_targets_with(
+    text: &str,
+    check: impl Fn(&Target) -> Result<(), String>,
+) -> Result<Vec<Target>, String> {
+    let read = |v: Value| to_target(v).and_then(|t| check(&t).map(|()| t));
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let trimmed = text.trim_start();
     let targets = if trimmed.starts_with('[') {
@@ -37,7 +48,7 @@ pub fn parse_targets(text: &str) -> Result<Vec<Target>, String> {
             .enumerate()
             .map(|(i, Strict(v))| {
                 let n = i + 1;
-                to_target(v).map_err(|e| format!("item {n} (idx {i}): {e}"))
+                read(v).map_err(|e| format!("item {n} (idx {i}): {e}"))
             })
             .collect::<Result<Vec<_>, _>>()?
     } else {
@@ -53,7 +64,7 @@ pub fn parse_targets(text: &str) -> Result<Vec<Target>, String> {
                 let hint = if e.is_eof() { ONE_LINE_EACH } else { "" };
                 format!("line {n}: not valid JSON: {}{hint}", in_line(&e))
             })?;
-            out.push(to_target(v).map_err(|e| format!("line {n}: {e}"))?);
+            out.push(read(v).map_err(|e| format!("line {n}: {e}"))?);
         }
         out
     };

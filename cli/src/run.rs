@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::cli::{RunArgs, default_caller};
 use crate::http::HttpFetch;
-use crate::input::parse_targets;
+use crate::input::parse_targets_with;
 use crate::progress::{Counting, Counts, Progress, Signals, WakeHooks};
 use crate::status::read_view;
 use crate::store_url::StoreUrl;
@@ -101,14 +101,13 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
         let file = std::fs::File::open(&args.file).map_err(|e| format!("reading {name}: {e}"))?;
         read_at_most(file, cap, &name)?
     };
-    let targets = parse_targets(&text).map_err(|e| format!("{name}: {e}"))?;
     // Options the built-in fetcher refuses would fail their targets, each after the job is
     // made: refused here instead, as bad contents are, before the store is opened.
-    for (i, t) in targets.iter().enumerate() {
-        if let Some((msg, hint)) = crate::http::options_refused(&t.options) {
-            return Err(format!("{name}: target {} (idx {i}): {msg}; {hint}", i + 1));
-        }
-    }
+    let targets = parse_targets_with(&text, |t| match crate::http::options_refused(&t.options) {
+        Some((msg, hint)) => Err(format!("{msg}; {hint}")),
+        None => Ok(()),
+    })
+    .map_err(|e| format!("{name}: {e}"))?;
     let total = targets.len();
 
     let fetch = Counting::new(HttpFetch::new(args.fetch.http_config())?, signals.clone());

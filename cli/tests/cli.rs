@@ -358,35 +358,38 @@ async fn run_exits_1_when_every_target_failed() {
 
 /// Options the built-in fetcher would refuse (one it does not support, an invalid grep
 /// pattern) are refused with the file's other bad contents, before the store is opened: they
-/// used to make a job whose targets each failed for them.
+/// used to make a job whose targets each failed for them. The error names the target's item in
+/// an array and its line in JSON lines, as for the contents' other errors.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn options_the_fetcher_refuses_fail_before_the_job_is_made() {
     let env = Env::new();
     for (options, says) in [
         (
             serde_json::json!({"jq": ".a"}),
-            "target 2 (idx 1): option jq is not supported by the built-in fetcher; the built-in \
-             fetcher does a plain GET and supports only the grep option",
+            "option jq is not supported by the built-in fetcher; the built-in fetcher does a \
+             plain GET and supports only the grep option",
         ),
-        (
-            serde_json::json!({"grep": "("}),
-            "target 2 (idx 1): invalid grep pattern: ",
-        ),
+        (serde_json::json!({"grep": "("}), "invalid grep pattern: "),
     ] {
-        let targets = serde_json::json!([
-            "https://a.example/1",
-            {"url": "https://a.example/2", "options": options},
-        ]);
-        let f = env.file("t.json", &targets.to_string());
-        let o = env.rota(&["run", f.to_str().unwrap()], None).await;
-        assert_eq!(code(&o), 1, "{options}: {}", stderr(&o));
-        assert!(
-            stderr(&o).contains(&format!("rota: error: {}: {says}", f.display())),
-            "{options}: {}",
-            stderr(&o)
-        );
-        assert!(o.stdout.is_empty());
-        assert!(!env.db().exists(), "{options}: the store was opened");
+        let second = serde_json::json!({"url": "https://a.example/2", "options": options});
+        let array = serde_json::json!(["https://a.example/1", second]).to_string();
+        // JSON lines, the second target on line 4.
+        let lines = format!("\"https://a.example/1\"\n\n\n{second}\n");
+        for (name, text, place) in [
+            ("t.json", array, "item 2 (idx 1)"),
+            ("t.jsonl", lines, "line 4"),
+        ] {
+            let f = env.file(name, &text);
+            let o = env.rota(&["run", f.to_str().unwrap()], None).await;
+            assert_eq!(code(&o), 1, "{options}: {}", stderr(&o));
+            assert!(
+                stderr(&o).contains(&format!("rota: error: {}: {place}: {says}", f.display())),
+                "{options}: {}",
+                stderr(&o)
+            );
+            assert!(o.stdout.is_empty());
+            assert!(!env.db().exists(), "{options}: the store was opened");
+        }
     }
 }
 
