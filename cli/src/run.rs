@@ -321,7 +321,9 @@ fn print_targets(view: &JobView) -> Result<(), String> {
     out.flush().map_err(|e| format!("writing stdout: {e}"))
 }
 
-/// `job ID partial: 3/4 done, 1 failed, 2 retries, 1.3s` (no retries of a reused job).
+/// `job ID partial: 3/4 done, 1 failed, 2 retries, 1.3s` (no retries of a reused job); the
+/// targets neither done nor failed are counted apart: those left running, whose outcomes the
+/// store did not take (`2 not stored`), and those never run to an outcome (`6 not run`).
 pub fn summary(view: &JobView, c: Counts, elapsed: Duration) -> String {
     let job = &view.job;
     let why = if job.error.is_empty() {
@@ -329,12 +331,17 @@ pub fn summary(view: &JobView, c: Counts, elapsed: Duration) -> String {
     } else {
         format!(" ({})", job.error)
     };
-    let not_run = match c.total.saturating_sub(c.finished) {
-        0 => String::new(),
-        n => format!(", {n} not run"),
-    };
+    let left = c.total.saturating_sub(c.finished);
+    let unstored = c.unstored.min(left);
+    let mut rest = String::new();
+    if unstored > 0 {
+        rest += &format!(", {unstored} not stored");
+    }
+    if left > unstored {
+        rest += &format!(", {} not run", left - unstored);
+    }
     format!(
-        "job {} {}{why}: {}/{} done, {} failed{not_run}{}, {:.1}s",
+        "job {} {}{why}: {}/{} done, {} failed{rest}{}, {:.1}s",
         job.id,
         job.status,
         c.finished.saturating_sub(c.failed),
@@ -360,7 +367,54 @@ fn submit_error(e: &SubmitError) -> String {
 
 #[cfg(test)]
 mod tests {
+    use rota::{Job, JobStatus, TargetState, TargetStatus};
+
     use super::*;
+
+    /// A job failed for the outcomes the store did not take (a full disk): its targets left
+    /// running were fetched, and are counted apart from those never run.
+    #[test]
+    fn the_summary_counts_targets_left_running_apart_from_those_not_run() {
+        let states = [
+            TargetState::Done,
+            TargetState::Failed,
+            TargetState::Running,
+            TargetState::Running,
+            TargetState::Pending,
+        ];
+        let view = JobView {
+            job: Job {
+                id: "j".into(),
+                caller: "c".into(),
+                status: JobStatus::Failed,
+                error: "store: the outcome of a target could not be stored".into(),
+                targets_total: states.len(),
+                targets_done: 2,
+                created_at: 0,
+            },
+            targets: states
+                .iter()
+                .enumerate()
+                .map(|(idx, &status)| TargetStatus {
+                    idx,
+                    url: String::new(),
+                    status,
+                    result: None,
+                    error: String::new(),
+                    hint: String::new(),
+                })
+                .collect(),
+        };
+        assert_eq!(
+            summary(
+                &view,
+                Counts::of(&view, Some(0)),
+                Duration::from_millis(1200)
+            ),
+            "job j failed (store: the outcome of a target could not be stored): 1/5 done, \
+             1 failed, 2 not stored, 1 not run, 0 retries, 1.2s"
+        );
+    }
 
     #[test]
     fn the_input_cap_is_a_mib_a_target_and_at_least_16_mib() {
