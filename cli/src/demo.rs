@@ -297,9 +297,9 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
                 *slot = Some(view.job.status);
             }
         }
-        if crate::out::stdout_gone() {
+        if let Some(why) = crate::out::stdout_failure() {
             runner.close().await;
-            return Err("writing stdout: it is closed".into());
+            return Err(format!("writing stdout: {why}"));
         }
         // The runner is done with every job it created, yet one is not ended in the store:
         // the store did not take its last writes (a full disk), and never will show it ended.

@@ -64,13 +64,19 @@ fn main() -> ExitCode {
     let cli = match rota_cli::cli::Cli::from_env_and_args() {
         Ok(cli) => cli,
         Err(e) => {
-            // Help and version go to stdout with 0; a usage error is an error: 1, not clap's 2,
-            // which `rota run` keeps for a partial job.
-            let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::FAILURE
-            } else {
-                ExitCode::SUCCESS
+            // Help and version go to stdout with 0 (or 1, said on stderr, if stdout fails
+            // them); a usage error is an error: 1, not clap's 2, which `rota run` keeps for a
+            // partial job.
+            let printed = e.print();
+            if e.use_stderr() {
+                return ExitCode::FAILURE;
+            }
+            return match printed {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(why) => {
+                    rota_cli::out::err(&format!("rota: error: writing stdout: {why}"));
+                    ExitCode::FAILURE
+                }
             };
         }
     };

@@ -6,9 +6,10 @@
 //! stop; a failed write to stderr is dropped.
 
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
-static STDOUT_GONE: AtomicBool = AtomicBool::new(false);
+/// What the first failed write to stdout failed with.
+static STDOUT_FAILED: OnceLock<String> = OnceLock::new();
 
 /// Writes `line` and a newline to stdout. `false` if stdout is gone (this time or before).
 pub fn out(line: &str) -> bool {
@@ -16,16 +17,24 @@ pub fn out(line: &str) -> bool {
         return false;
     }
     let mut w = io::stdout().lock();
-    let ok = writeln!(w, "{line}").and_then(|()| w.flush()).is_ok();
-    if !ok {
-        STDOUT_GONE.store(true, Ordering::Relaxed);
+    match writeln!(w, "{line}").and_then(|()| w.flush()) {
+        Ok(()) => true,
+        Err(e) => {
+            let _ = STDOUT_FAILED.set(e.to_string());
+            false
+        }
     }
-    ok
 }
 
 /// Whether a write to stdout has failed.
 pub fn stdout_gone() -> bool {
-    STDOUT_GONE.load(Ordering::Relaxed)
+    STDOUT_FAILED.get().is_some()
+}
+
+/// Why the first failed write to stdout failed (`Broken pipe (os error 32)`, `No space left on
+/// device (os error 28)`), if one has.
+pub fn stdout_failure() -> Option<&'static str> {
+    STDOUT_FAILED.get().map(String::as_str)
 }
 
 /// Writes `line` and a newline to stderr, ignoring a failure.

@@ -1419,6 +1419,39 @@ async fn the_demo_stops_with_exit_1_when_its_stdout_is_closed() {
     );
 }
 
+/// Help, the version and the demo, written to a full device, fail with 1 and say why, as
+/// `run` and `status` do (help and version said nothing and exited 0; the demo said "it is
+/// closed").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn help_version_and_the_demo_say_why_stdout_failed() {
+    let env = Env::new();
+    for args in [
+        &["--help"][..],
+        &["--version"],
+        &["run", "--help"],
+        &["demo"],
+    ] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let mut cmd = rota_process();
+        cmd.current_dir(env.dir.path())
+            .env("ROTA_STORE", env.store())
+            .args(args)
+            .stdout(full);
+        let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("rota: error: writing stdout: No space left on device"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+}
+
 #[cfg(unix)]
 mod interrupt {
     use super::*;
