@@ -82,7 +82,8 @@ pub enum Command {
     Run(RunArgs),
     /// Print a stored job and its targets (a JobView) as JSON.
     ///
-    /// Reads the store only: it changes nothing and starts no worker.
+    /// Reads the job: it changes no job and starts no worker (opening a file store may still
+    /// write the store's own bookkeeping; see the README).
     Status(StatusArgs),
     /// Run two jobs of two callers against a loopback server inside this process (offline).
     ///

@@ -286,7 +286,7 @@ fn check_url(url: &str) -> Result<(), String> {
             }
         }
         Ok(u) => Err(format!(
-            "{q} is a {} URL: only http:// and https:// are fetched",
+            "{q} has the scheme {}: only http:// and https:// are fetched",
             u.scheme()
         )),
         Err(e) => Err(format!("{q} is not an absolute http(s) URL ({e})")),
@@ -444,7 +444,7 @@ mod tests {
             ),
             (
                 r#"[{"url": "ftp://x.example/f"}]"#,
-                "item 1 (idx 0): \"ftp://x.example/f\" is a ftp URL",
+                "item 1 (idx 0): \"ftp://x.example/f\" has the scheme ftp",
             ),
             (
                 r#"[{"ur1": "https://a.example"}]"#,
