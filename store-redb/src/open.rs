@@ -52,7 +52,7 @@ impl RedbStore {
         let path = path.as_ref();
         match fs::symlink_metadata(path) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => create(path)?,
-            Err(e) => return Err(StoreError::backend("open store file", e)),
+            Err(e) => return Err(at_file("open store file", path, e)),
             // A symbolic link to nothing yet: the store is made where it leads, as SQLite does.
             Ok(m) if m.file_type().is_symlink() && leads_nowhere(path) => {
                 create(&link_target(path)?)?;
@@ -72,8 +72,7 @@ impl RedbStore {
     /// open elsewhere ([`StoreError::InUse`]).
     pub fn upgrade(path: impl AsRef<Path>) -> Result<bool, StoreError> {
         let path = path.as_ref();
-        let m =
-            fs::symlink_metadata(path).map_err(|e| StoreError::backend("open store file", e))?;
+        let m = fs::symlink_metadata(path).map_err(|e| at_file("open store file", path, e))?;
         a_file(path, &m)?;
         inspect(path, &[VERSION_2, VERSION]).map_err(held_by_another(path))?;
         let db = open_db(path).map_err(held_by_another(path))?;
@@ -164,7 +163,7 @@ fn create(path: &Path) -> Result<(), StoreError> {
         .create_new(true)
         .open(&tmp)
         .map_err(|e| {
-            refused("create store file", e, || {
+            refused("create store file", path, e, || {
                 format!(
                     "{} does not exist, and its directory {} is not writable, so it cannot be \
                      made there",
@@ -216,8 +215,8 @@ fn link_target(path: &Path) -> Result<PathBuf, StoreError> {
     for _ in 0..MAX_LINKS {
         match fs::symlink_metadata(&at) {
             Ok(m) if m.file_type().is_symlink() => {
-                let to = fs::read_link(&at)
-                    .map_err(|e| StoreError::backend("read store file's link", e))?;
+                let to =
+                    fs::read_link(&at).map_err(|e| at_file("read store file's link", &at, e))?;
                 at = dir_of(&at).join(to);
             }
             _ => return Ok(at),
@@ -240,25 +239,34 @@ fn dir_of(path: &Path) -> &Path {
     }
 }
 
-/// An I/O error met doing `context` to a store file: when it is a refusal to write
+/// An I/O error met doing `context` to the store file at `path`: when it is a refusal to write
 /// (permissions, an immutable file, a read-only file system), with `why` after the system's own
-/// words, which name no file, and the reason a store that is only read must be writable.
-fn refused(context: &str, e: io::Error, why: impl FnOnce() -> String) -> StoreError {
+/// words, which name no file, and the reason a store that is only read must be writable;
+/// otherwise naming the file, as [`at_file`].
+fn refused(context: &str, path: &Path, e: io::Error, why: impl FnOnce() -> String) -> StoreError {
     let denied = matches!(
         e.kind(),
         io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
     );
-    let source = BackendError::new(e);
+    if !denied {
+        return at_file(context, path, e);
+    }
     StoreError::Backend {
         context: context.into(),
-        source: if denied {
-            source.explained(format!(
-                "{}; a rota store is written even to read a job from it",
-                why()
-            ))
-        } else {
-            source
-        },
+        source: BackendError::new(e).explained(format!(
+            "{}; a rota store is written even to read a job from it",
+            why()
+        )),
+    }
+}
+
+/// An I/O error met doing `context` to the store file at `path`, naming the file after the
+/// system's own words, which do not (`create store file: No such file or directory (os error
+/// 2): /no/such/dir/s.redb`).
+fn at_file(context: &str, path: &Path, e: io::Error) -> StoreError {
+    StoreError::Backend {
+        context: context.into(),
+        source: BackendError::new(e).explained(path.display().to_string()),
     }
 }
 
@@ -316,7 +324,7 @@ fn inspect(path: &Path, accept: &[&str]) -> Result<(), StoreError> {
     let mut head = Vec::with_capacity(REDB_MAGIC.len());
     File::open(path)
         .and_then(|f| f.take(REDB_MAGIC.len() as u64).read_to_end(&mut head))
-        .map_err(|e| StoreError::backend("read store file", e))?;
+        .map_err(|e| at_file("read store file", path, e))?;
     if head.is_empty() {
         return Err(not_rota("empty file, not a rota store"));
     }
@@ -329,13 +337,13 @@ fn inspect(path: &Path, accept: &[&str]) -> Result<(), StoreError> {
         .write(true)
         .open(path)
         .map_err(|e| {
-            refused("open store file", e, || {
+            refused("open store file", path, e, || {
                 format!("{} is not writable", path.display())
             })
         })?;
     let len = file
         .metadata()
-        .map_err(|e| StoreError::backend("open store file", e))?
+        .map_err(|e| at_file("open store file", path, e))?
         .len();
     let backend = FileBackend::new(file).map_err(err("open store file"))?;
     let overlay = Overlay::new(backend, len);

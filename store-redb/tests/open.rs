@@ -110,6 +110,29 @@ async fn creating_a_store_leaves_no_temporary_file_beside_it() {
     assert_eq!(names, vec![std::ffi::OsString::from("rota.redb")]);
 }
 
+/// A store that cannot be made or looked at for a reason of the path (a missing directory, a
+/// file where a directory should be) names the file after the system's words, which do not.
+#[test]
+fn a_path_that_cannot_hold_a_store_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-dir").join("s.redb");
+    let plain = dir.path().join("plain");
+    fs::write(&plain, "not a directory").unwrap();
+    let under_a_file = plain.join("s.redb");
+    for (path, says) in [
+        (&missing, "create store file: No such file or directory"),
+        (&under_a_file, "open store file: Not a directory"),
+    ] {
+        let err = RedbStore::open(path).unwrap_err();
+        assert!(matches!(err, StoreError::Backend { .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(text.starts_with(says), "{text}");
+        assert!(text.ends_with(&format!(": {}", path.display())), "{text}");
+    }
+    let err = RedbStore::upgrade(&missing).unwrap_err().to_string();
+    assert!(err.ends_with(&format!(": {}", missing.display())), "{err}");
+}
+
 /// A store file this process may not write fails to open (and to upgrade) with the system's
 /// error and the reason, naming the file; a new store in a directory this process may not
 /// write, likewise, naming the directory, and leaves nothing there. Once writable again the
