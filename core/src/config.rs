@@ -26,8 +26,11 @@ impl Clock for SystemClock {
 }
 
 /// Metrics hooks. Every method has an empty default body; they are called synchronously from
-/// the runner, some under its state lock, so they must be quick, must not block, and must not
-/// call the runner (a submit, cancel or close made from a hook waits for that lock).
+/// the runner's workers and from the calls of its callers, so they must be quick and must not
+/// block. `depth`, `inflight` and `job(Created)` are called under the runner's state lock: a
+/// call of the runner made from one of them (a submit, cancel, status or close, even polled
+/// on another executor from there) never returns, as it waits for the lock the hook's
+/// thread holds, and stalls that runtime thread with it. Hand such work to a task instead.
 pub trait Hooks: Send + Sync + 'static {
     /// A job was created, reused, or reached a terminal outcome (once per job).
     fn job(&self, outcome: JobOutcome) {
@@ -72,7 +75,14 @@ pub struct Config {
     pub jobs_total: usize,
     /// How many workers drain the jobs. Default 1; clamped to 1..=2.
     pub workers: usize,
-    /// The store's byte budget; terminal jobs are evicted past it. Default 64 MiB.
+    /// The store's byte budget; terminal jobs are evicted past it, oldest first, after each
+    /// target stored done or failed. Default 64 MiB.
+    ///
+    /// A job may be evicted as soon as it ends, by its own last target's store: when its
+    /// results, with the live jobs', keep the store over the budget, the driver's
+    /// `Runner::status` finds no job even once its `Done` hook has been called (and a live job whose results alone
+    /// are past it evicts every terminal job at each target it stores). Set the budget well
+    /// above the results a job's reader is to find.
     pub max_bytes: u64,
     /// The pause before a busy target is tried again. Default 2 s.
     pub retry_wait: Duration,

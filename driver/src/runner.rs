@@ -293,6 +293,10 @@ impl Runner {
     /// due again). tokio tells a runtime without timers only by panicking where a timer is
     /// made: that panic is caught here, but the process's panic hook still reports it, and a
     /// build with `panic = "abort"` aborts instead of getting the error.
+    ///
+    /// One runner per store: a runner started on a store another runner still uses fails
+    /// that runner's live jobs under it (the file stores keep a second process out; within
+    /// one process nothing does).
     pub async fn start(
         store: Arc<dyn BatchStore>,
         fetch: impl Fetch,
