@@ -41,3 +41,17 @@ where
         self(caller, target, cancel).await
     }
 }
+
+/// A shared fetch is a fetch: an `Arc<dyn Fetch>` chosen at run time, or an `Arc<F>` the
+/// embedder also keeps, can be given to [`Runner::start`](crate::Runner::start) as it is.
+#[async_trait]
+impl<T: Fetch + ?Sized> Fetch for Arc<T> {
+    async fn fetch(
+        &self,
+        caller: Arc<Caller>,
+        target: Target,
+        cancel: CancellationToken,
+    ) -> Result<TargetResult, FetchError> {
+        (**self).fetch(caller, target, cancel).await
+    }
+}

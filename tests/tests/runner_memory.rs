@@ -366,3 +366,24 @@ fn a_close_inside_a_fetch_that_finds_a_close_begun_returns_with_the_token_cancel
     );
     Ok(())
 }
+
+/// A fetch shared behind an `Arc`, here chosen at run time as an `Arc<dyn Fetch>`, is given to
+/// `Runner::start` as it is, and the embedder's own handle to it sees the runner's calls.
+#[tokio::test]
+async fn a_shared_fetch_behind_an_arc_is_a_fetch() -> rota_tests::runner::TestResult {
+    use rota::{CallerClass, Config, Fetch, JobStatus, Runner};
+    use rota_tests::runner::{Probe, caller, targets, until_status};
+    let probe = Arc::new(Probe::new());
+    let chosen: Arc<dyn Fetch> = probe.clone();
+    let runner = Runner::start(Arc::new(MemoryStore::new()), chosen, Config::default()).await?;
+    let s = runner
+        .submit(caller("alice"), CallerClass::Fleet, targets("a", 2))
+        .await?;
+    until_status(&runner, &s.id, "is done", |v| {
+        v.job.status == JobStatus::Done
+    })
+    .await?;
+    assert_eq!(probe.started().len(), 2);
+    runner.close().await;
+    Ok(())
+}
