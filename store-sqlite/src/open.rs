@@ -58,6 +58,9 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long an open tries again while the file is in use (see [`open_contended`]).
 const CONTENDED_FOR: Duration = Duration::from_millis(300);
 
+/// How many times at least an open tries again while the file is in use.
+const MIN_TRIES: u32 = 5;
+
 /// How many prepared statements a connection keeps: more than the store has.
 const STATEMENT_CACHE: usize = 64;
 
@@ -377,7 +380,8 @@ fn probe_dir(dir: &Path) -> io::Result<()> {
     std::fs::remove_file(&probe)
 }
 
-/// [`open_claimed`], tried again for up to [`CONTENDED_FOR`] while the file is in use.
+/// [`open_claimed`], tried again for up to [`CONTENDED_FOR`] (and [`MIN_TRIES`] times at
+/// least) while the file is in use.
 ///
 /// Two opens of one file at the same moment (two processes starting on one store) may each
 /// take the shared lock of its first read and then wait for the other's to upgrade it: with a
@@ -396,7 +400,8 @@ fn open_contended(
     let mut attempt = 0u32;
     loop {
         match open_claimed(path, shown, opts) {
-            Err(StoreError::InUse(_)) if began.elapsed() < CONTENDED_FOR => {
+            // Some tries however long the first took (a thread held off the CPU meanwhile).
+            Err(StoreError::InUse(_)) if attempt < MIN_TRIES || began.elapsed() < CONTENDED_FOR => {
                 attempt = attempt.wrapping_add(1);
                 std::thread::sleep(pause(attempt));
             }
