@@ -341,7 +341,7 @@ fn check_options(o: &Options) -> Result<Option<Regex>, FetchError> {
         .map(Some)
         .map_err(|e| {
             bad_request(
-                format!("invalid grep pattern: {}", one_line(&e.to_string())),
+                format!("invalid grep pattern: {}", regex_error(&e)),
                 "grep is a regular expression (Rust regex syntax) matched against each line; \
                  fix it, or escape special characters with a backslash (\\. \\( \\[)"
                     .into(),
@@ -460,6 +460,46 @@ fn root_cause(e: &reqwest::Error) -> String {
     one_line(&cur.to_string())
 }
 
+/// A regex's error on one line: the reason, and where in the pattern (`unclosed group at
+/// column 2`). The regex crate draws the place under the pattern with carets, which a line of
+/// their own's words joined up would no longer point at.
+fn regex_error(e: &regex::Error) -> String {
+    let text = e.to_string();
+    let lines: Vec<&str> = text.lines().collect();
+    let reason = lines.iter().rev().find_map(|l| l.strip_prefix("error: "));
+    let carets = lines.iter().position(|l| {
+        let l = l.trim();
+        !l.is_empty() && l.chars().all(|c| c == '^' || c == ' ')
+    });
+    let (Some(reason), Some(at)) = (reason, carets) else {
+        return one_line(&text);
+    };
+    let Some(above) = at.checked_sub(1).and_then(|i| lines.get(i)) else {
+        return one_line(&text);
+    };
+    // The pattern's line is indented by four spaces, or numbered (`2: b(`) when the pattern
+    // has several lines.
+    let (line_no, start) = match above.split_once(": ") {
+        Some((n, _)) if !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()) => {
+            (Some(n), n.len() + 2)
+        }
+        _ => (None, 4),
+    };
+    let caret_line: Vec<char> = lines[at].chars().collect();
+    let columns: Vec<String> = (0..caret_line.len())
+        .filter(|&i| caret_line[i] == '^' && (i == 0 || caret_line[i - 1] != '^'))
+        .map(|i| (i.saturating_sub(start) + 1).to_string())
+        .collect();
+    let place = match (line_no, columns.as_slice()) {
+        (_, []) => return one_line(&text),
+        (None, [c]) => format!("column {c}"),
+        (None, cs) => format!("columns {}", cs.join(" and ")),
+        (Some(n), [c]) => format!("line {n} column {c}"),
+        (Some(n), cs) => format!("line {n} columns {}", cs.join(" and ")),
+    };
+    format!("{reason} at {place}")
+}
+
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
@@ -488,6 +528,28 @@ pub fn human_bytes(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pattern's error says where in the pattern, as the regex crate's carets do.
+    #[test]
+    fn a_regex_error_says_its_reason_and_its_place() {
+        for (pattern, says) in [
+            ("(", "unclosed group at column 1"),
+            ("a(b", "unclosed group at column 2"),
+            ("abc)", "unopened group at column 4"),
+            (
+                "x{2,1}",
+                "invalid repetition count range, the start must be <= the end at column 2",
+            ),
+            (
+                "(?P<n>a)(?P<n>b)",
+                "duplicate capture group name at columns 5 and 13",
+            ),
+            ("a\nb(", "unclosed group at line 2 column 2"),
+        ] {
+            let e = Regex::new(pattern).unwrap_err();
+            assert_eq!(regex_error(&e), says, "{pattern:?}");
+        }
+    }
 
     #[test]
     fn every_unsupported_option_is_named() {

@@ -369,7 +369,10 @@ async fn options_the_fetcher_refuses_fail_before_the_job_is_made() {
             "option jq is not supported by the built-in fetcher; the built-in fetcher does a \
              plain GET and supports only the grep option",
         ),
-        (serde_json::json!({"grep": "("}), "invalid grep pattern: "),
+        (
+            serde_json::json!({"grep": "a(b"}),
+            "invalid grep pattern: unclosed group at column 2; grep is a regular expression",
+        ),
     ] {
         let second = serde_json::json!({"url": "https://a.example/2", "options": options});
         let array = serde_json::json!(["https://a.example/1", second]).to_string();
