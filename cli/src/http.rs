@@ -259,17 +259,22 @@ impl HttpFetch {
                      the proxy's address and that it is running, or list the host in no_proxy \
                      to fetch it directly"
                 }
+                None if refused_certificate(e).is_some() => {
+                    "the host's TLS certificate is not one rota trusts (it trusts the system's \
+                     CA certificates); check that the URL names the site you mean; a site with \
+                     a self-signed or private certificate cannot be fetched over https here"
+                }
                 None => {
                     "the host could not be reached (DNS lookup, refused connection or TLS \
                      handshake failed); check the host name and the http/https scheme, or try \
                      again later"
                 }
             };
-            (
-                502,
-                format!("could not connect: {}", root_cause(e)),
-                hint.to_owned(),
-            )
+            let why = match refused_certificate(e) {
+                Some(what) => format!("the host's TLS certificate {what}"),
+                None => root_cause(e),
+            };
+            (502, format!("could not connect: {why}"), hint.to_owned())
         } else {
             (
                 502,
@@ -443,6 +448,44 @@ fn proxy_error(e: &reqwest::Error) -> Option<ProxyFailed> {
                 "proxy authorization required" => ProxyFailed::AuthRequired,
                 "failed to create underlying connection" => ProxyFailed::Unreachable,
                 _ => ProxyFailed::Other,
+            });
+        }
+        cur = err.source();
+    }
+    None
+}
+
+/// What is wrong with the server's certificate, if TLS refused it (`is expired`, `was issued
+/// by no authority trusted here`): rustls's own words for some of these are its types' debug
+/// forms (`invalid peer certificate: Other(OtherError(CaUsedAsEndEntity))`).
+fn refused_certificate(e: &reqwest::Error) -> Option<&'static str> {
+    use rustls::CertificateError as C;
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        // An `io::Error`'s `source` is its inner error's source, and the TLS stack wraps its
+        // error in two of them: the inner ones are looked at through `get_ref`.
+        let mut layer = err;
+        let tls = loop {
+            if let Some(t) = layer.downcast_ref::<rustls::Error>() {
+                break Some(t);
+            }
+            match layer
+                .downcast_ref::<std::io::Error>()
+                .and_then(std::io::Error::get_ref)
+            {
+                Some(inner) => layer = inner,
+                None => break None,
+            }
+        };
+        if let Some(rustls::Error::InvalidCertificate(c)) = tls {
+            return Some(match c {
+                C::Expired | C::ExpiredContext { .. } => "has expired",
+                C::NotValidYet | C::NotValidYetContext { .. } => "is not valid yet",
+                C::NotValidForName | C::NotValidForNameContext { .. } => "is for another host name",
+                C::UnknownIssuer => "was issued by no authority trusted here (self-signed?)",
+                C::Revoked => "is revoked",
+                // Among them a certificate authority's own, as a self-signed one often is.
+                _ => "was refused: not one made for a server (self-signed?)",
             });
         }
         cur = err.source();

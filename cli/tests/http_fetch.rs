@@ -270,6 +270,49 @@ async fn a_tls_handshake_failure_is_a_502_with_a_hint() {
     assert!(!e.hint.is_empty());
 }
 
+/// A server whose certificate no authority here vouches for (a self-signed one, as `openssl
+/// req -x509` makes it, a certificate authority's own, made for this test alone:
+/// `tests/fixtures/self-signed.*.pem`) fails the fetch saying so, with a hint about the
+/// certificate, not about reaching the host. (rustls's own words were
+/// `invalid peer certificate: Other(OtherError(CaUsedAsEndEntity))`.)
+#[tokio::test]
+async fn a_self_signed_certificate_is_refused_saying_so() {
+    use std::sync::Arc;
+
+    use tokio_rustls::rustls::{self, pki_types::pem::PemObject};
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let cert =
+        rustls::pki_types::CertificateDer::from_pem_file(fixtures.join("self-signed.cert.pem"))
+            .unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_file(fixtures.join("self-signed.key.pem"))
+        .unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![cert], key)
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            // The client gives up during the handshake: nothing to serve.
+            let _ = acceptor.accept(tcp).await;
+        }
+    });
+    let e = target_error(get(target(format!("https://localhost:{}/x", addr.port()))).await);
+    assert_eq!(e.status, 502);
+    assert_eq!(
+        e.msg,
+        "could not connect: the host's TLS certificate was refused: not one made for a server \
+         (self-signed?)"
+    );
+    assert!(e.hint.contains("TLS certificate"), "{}", e.hint);
+}
+
 #[tokio::test]
 async fn a_cancelled_fetch_returns_without_waiting_for_the_page() {
     let s = common::start().await;
