@@ -67,9 +67,17 @@ pub fn read_at_most(r: impl Read, cap: u64, name: &str) -> Result<String, String
             cap >> 20
         ));
     }
-    // As `read_to_string` says it.
-    String::from_utf8(bytes)
-        .map_err(|_| format!("reading {name}: stream did not contain valid UTF-8"))
+    String::from_utf8(bytes).map_err(|e| {
+        // Where, as the contents' other errors say it (line and column, from 1, the column in
+        // bytes): the first byte that is not UTF-8.
+        let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line = good.iter().filter(|&&b| b == b'\n').count() + 1;
+        let column = good.len() - good.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) + 1;
+        format!(
+            "{name}: not UTF-8 text (a byte that is not UTF-8 at line {line} column {column}); \
+             give the targets as UTF-8 JSON"
+        )
+    })
 }
 
 /// The exit code of a job that ended as `status`: 0 done, 2 partial, 1 otherwise.
@@ -423,13 +431,35 @@ mod tests {
         assert_eq!(input_cap(usize::MAX), u64::MAX);
     }
 
+    /// Input that is not UTF-8 says where its first bad byte is.
+    #[test]
+    fn input_that_is_not_utf8_says_where() {
+        for (bytes, at) in [
+            (&b"\xff[]"[..], "line 1 column 1"),
+            (
+                b"\"https://a.example/\"\n\"https://b.example/\xe9\"",
+                "line 2 column 20",
+            ),
+        ] {
+            let e = read_at_most(bytes, 100, "t.json").unwrap_err();
+            assert_eq!(
+                e,
+                format!(
+                    "t.json: not UTF-8 text (a byte that is not UTF-8 at {at}); give the \
+                     targets as UTF-8 JSON"
+                )
+            );
+        }
+    }
+
     #[test]
     fn input_up_to_the_cap_is_read_and_past_it_refused() {
         assert_eq!(read_at_most(&b"abc"[..], 3, "f").unwrap(), "abc");
         let e = read_at_most(&b"abcd"[..], 3, "f").unwrap_err();
         assert!(e.starts_with("f: larger than 0 MiB"), "{e}");
+        // Up to the cap, bytes that are not UTF-8 are read, then refused as such.
         let e = read_at_most(&b"\xff\xfe"[..], 3, "f").unwrap_err();
-        assert_eq!(e, "reading f: stream did not contain valid UTF-8");
+        assert!(e.starts_with("f: not UTF-8 text"), "{e}");
     }
 
     /// An endless input (`yes URL | rota run -`) is refused once past the cap, not read for
