@@ -6,19 +6,24 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use rota::{BatchStore, JobView, StoreError, TargetRow};
+use rota::{BatchStore, JobRow, JobView, StoreError, TargetRow};
 
 use crate::store_url::StoreUrl;
 
 /// The stored job `id` and its targets in idx order, if the store holds it. Writes nothing.
 pub async fn read_view(store: &dyn BatchStore, id: &str) -> Result<Option<JobView>, StoreError> {
-    let Some((job, targets)) = store.view(id).await? else {
-        return Ok(None);
-    };
-    Ok(Some(JobView {
+    Ok(store
+        .view(id)
+        .await?
+        .map(|(job, targets)| job_view(&job, &targets)))
+}
+
+/// A stored job's rows as a [`JobView`].
+pub fn job_view(job: &JobRow, targets: &[TargetRow]) -> JobView {
+    JobView {
         job: job.to_job(),
         targets: targets.iter().map(TargetRow::to_status).collect(),
-    }))
+    }
 }
 
 /// Prints job `id` of `store` as pretty JSON on stdout. An unknown id, or a store file that

@@ -1672,6 +1672,50 @@ mod interrupt {
         );
     }
 
+    /// On redb, what `rota run` prints once the store stopped taking writes is what the file
+    /// holds, as `rota status` reads it afterwards: the open store still showed a target's
+    /// start, made without fsync, that the failed durable commit did not keep (`running`
+    /// where the file says `pending`). Several file size limits, so the failure lands at
+    /// different points.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_redb_a_run_the_store_failed_prints_what_the_file_holds() {
+        let s = common::start().await;
+        let env = Env::new();
+        let urls: Vec<String> = (0..6)
+            .map(|i| s.url(&format!("/big/{}", 150_000 + i)))
+            .collect();
+        let f = env.file("t.json", &json_array(&urls));
+        for (round, limit) in [200, 400, 800].into_iter().enumerate() {
+            let store = format!(
+                "redb:{}",
+                env.dir.path().join(format!("{round}.redb")).display()
+            );
+            let script = format!(
+                "trap '' XFSZ; ulimit -f {limit}; exec '{}' --store '{store}' run '{}'",
+                assert_cmd::cargo::cargo_bin!("rota").display(),
+                f.display()
+            );
+            let mut cmd = sh_cmd();
+            cmd.args(["-c", &script])
+                .env_remove("RUST_LOG")
+                .env_remove("ROTA_STORE")
+                .timeout(LIMIT);
+            let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+                .await
+                .unwrap();
+            assert_eq!(code(&o), 1, "limit {limit}: {}", stderr(&o));
+            let printed: Vec<TargetStatus> = String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            let id = job_id(&o);
+            let o = env.rota(&["--store", &store, "status", &id], None).await;
+            assert_eq!(code(&o), 0, "{}", stderr(&o));
+            let file: JobView = serde_json::from_slice(&o.stdout).unwrap();
+            assert_eq!(printed, file.targets, "limit {limit}");
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_first_ctrl_c_cancels_the_job_and_the_target_in_flight_is_stored() {
         let s = common::start().await;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use redb::backends::{FileBackend, InMemoryBackend};
 use redb::{Builder, Database, ReadableDatabase, ReadableTable};
-use rota_core::{BackendError, StoreError};
+use rota_core::{BackendError, JobRow, StoreError, TargetRow};
 
 use crate::error::{Ctx, err};
 use crate::overlay::Overlay;
@@ -59,9 +59,31 @@ impl RedbStore {
             }
             Ok(m) => a_file(path, &m)?,
         }
-        inspect(path, &[VERSION]).map_err(held_by_another(path))?;
+        drop(inspect(path, &[VERSION]).map_err(held_by_another(path))?);
         let db = open_db(path).map_err(held_by_another(path))?;
         RedbStore::from_db(db, &opts)
+    }
+
+    /// Job `id` and its targets as the file at `path` holds them, read without changing the
+    /// file: through the copy-on-write view [`open`](Self::open) checks a file through first
+    /// (a repair the file needs after a crash, or after a commit that failed for a full disk,
+    /// is made in memory and thrown away), so it reads even a file on a full disk. `None` for
+    /// a job the file does not hold. A store open on the file (in this process too) makes it
+    /// fail with [`StoreError::InUse`]; a file [`open`](Self::open) would refuse, likewise.
+    ///
+    /// After a commit failed (a full disk), an open store may still show writes it made
+    /// without `fsync` ([`start_target`](rota_core::BatchStore::start_target)'s), which the
+    /// failed durable commit did not persist: once it is dropped, this reads what the file
+    /// kept.
+    pub fn read_job(
+        path: impl AsRef<Path>,
+        id: &str,
+    ) -> Result<Option<(JobRow, Vec<TargetRow>)>, StoreError> {
+        let path = path.as_ref();
+        let m = fs::symlink_metadata(path).map_err(|e| at_file("open store file", path, e))?;
+        a_file(path, &m)?;
+        let db = inspect(path, &[VERSION]).map_err(held_by_another(path))?;
+        RedbStore::from_db(db, &RedbOptions::default())?.view_sync(id)
     }
 
     /// Migrates the store at `path` from schema version 2 to the current one (3), in one
@@ -74,7 +96,7 @@ impl RedbStore {
         let path = path.as_ref();
         let m = fs::symlink_metadata(path).map_err(|e| at_file("open store file", path, e))?;
         a_file(path, &m)?;
-        inspect(path, &[VERSION_2, VERSION]).map_err(held_by_another(path))?;
+        drop(inspect(path, &[VERSION_2, VERSION]).map_err(held_by_another(path))?);
         let db = open_db(path).map_err(held_by_another(path))?;
         let migrated = migrate(&db)?;
         db.close().map_err(err("close store file"))?;
@@ -318,8 +340,9 @@ fn migrate(db: &Database) -> Result<bool, StoreError> {
 }
 
 /// Checks that `path` is a rota store of one of the schema versions `accept`, without
-/// changing it.
-fn inspect(path: &Path, accept: &[&str]) -> Result<(), StoreError> {
+/// changing it: the database, over a copy-on-write view of the file (see [`Overlay`]), holds
+/// the file's lock until it is dropped.
+fn inspect(path: &Path, accept: &[&str]) -> Result<Database, StoreError> {
     let not_rota = |why: &str| StoreError::Corrupt(format!("{}: {why}", path.display()));
     let mut head = Vec::with_capacity(REDB_MAGIC.len());
     File::open(path)
@@ -352,7 +375,7 @@ fn inspect(path: &Path, accept: &[&str]) -> Result<(), StoreError> {
         .map_err(|_| panicked(path))?
 }
 
-fn check_meta(path: &Path, overlay: Overlay, accept: &[&str]) -> Result<(), StoreError> {
+fn check_meta(path: &Path, overlay: Overlay, accept: &[&str]) -> Result<Database, StoreError> {
     let not_rota = |why: String| StoreError::Corrupt(format!("{}: {why}", path.display()));
     let db = Builder::new()
         .set_check_integrity_on_open(true)
@@ -394,5 +417,7 @@ fn check_meta(path: &Path, overlay: Overlay, accept: &[&str]) -> Result<(), Stor
             expected: VERSION.into(),
         });
     }
-    Ok(())
+    drop(meta);
+    drop(txn);
+    Ok(db)
 }

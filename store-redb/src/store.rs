@@ -793,7 +793,10 @@ impl RedbStore {
     }
 
     /// The job and its targets from one read transaction: one snapshot of the file.
-    fn view_sync(&self, id: &str) -> Result<Option<(JobRow, Vec<TargetRow>)>, StoreError> {
+    pub(crate) fn view_sync(
+        &self,
+        id: &str,
+    ) -> Result<Option<(JobRow, Vec<TargetRow>)>, StoreError> {
         self.read(|txn| {
             let live = txn
                 .open_table(LIVE_ROWS)

@@ -110,6 +110,39 @@ async fn creating_a_store_leaves_no_temporary_file_beside_it() {
     assert_eq!(names, vec![std::ffi::OsString::from("rota.redb")]);
 }
 
+/// `read_job` reads a job as the file holds it, the same as an open store shows it, and
+/// leaves the file byte for byte as it was; it is refused while the store is open, and for a
+/// file that is no store, as an open is.
+#[tokio::test]
+async fn read_job_reads_the_file_without_changing_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    make_store(&path).await;
+    let open = RedbStore::open(&path).unwrap();
+    let shown = open.view(&id(1)).await.unwrap().unwrap();
+    assert!(matches!(
+        RedbStore::read_job(&path, &id(1)),
+        Err(StoreError::InUse(_))
+    ));
+    drop(open);
+    let before = fs::read(&path).unwrap();
+    let read = RedbStore::read_job(&path, &id(1)).unwrap().unwrap();
+    assert_eq!(read, shown);
+    assert_eq!(read.1.len(), 2);
+    assert_eq!(RedbStore::read_job(&path, &id(9)).unwrap(), None);
+    assert_eq!(
+        fs::read(&path).unwrap(),
+        before,
+        "read_job changed the file"
+    );
+    let text = dir.path().join("notes.txt");
+    fs::write(&text, "not a store").unwrap();
+    assert!(matches!(
+        RedbStore::read_job(&text, &id(1)),
+        Err(StoreError::Corrupt(_))
+    ));
+}
+
 /// A store that cannot be made or looked at for a reason of the path (a missing directory, a
 /// file where a directory should be) names the file after the system's words, which do not.
 #[test]
