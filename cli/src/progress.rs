@@ -127,9 +127,6 @@ pub struct Counts {
     pub failed: usize,
     /// Busy answers so far; `None` for a reused job, whose busy answers were not stored.
     pub retries: Option<usize>,
-    /// Targets left `running`: fetched, or being fetched, and no outcome stored (a store that
-    /// stopped taking writes).
-    pub unstored: usize,
 }
 
 impl Counts {
@@ -144,11 +141,6 @@ impl Counts {
                 .filter(|t| t.status == TargetState::Failed)
                 .count(),
             retries,
-            unstored: view
-                .targets
-                .iter()
-                .filter(|t| t.status == TargetState::Running)
-                .count(),
         }
     }
 

@@ -372,7 +372,12 @@ pub fn summary(view: &JobView, c: Counts, elapsed: Duration) -> String {
         format!(" ({})", job.error)
     };
     let left = c.total.saturating_sub(c.finished);
-    let unstored = c.unstored.min(left);
+    let unstored = view
+        .targets
+        .iter()
+        .filter(|t| t.status == TargetState::Running)
+        .count()
+        .min(left);
     let mut rest = String::new();
     if unstored > 0 {
         rest += &format!(", {unstored} not stored");
