@@ -261,8 +261,9 @@ impl HttpFetch {
                 }
                 None if refused_certificate(e).is_some() => {
                     "the host's TLS certificate is not one rota trusts (it trusts the system's \
-                     CA certificates); check that the URL names the site you mean; a site with \
-                     a self-signed or private certificate cannot be fetched over https here"
+                     CA certificates, or the bundled Mozilla roots on a system without any); \
+                     check that the URL names the site you mean; a site with a self-signed or \
+                     private certificate cannot be fetched over https here"
                 }
                 None => {
                     "the host could not be reached (DNS lookup, refused connection or TLS \
@@ -484,8 +485,15 @@ fn refused_certificate(e: &reqwest::Error) -> Option<&'static str> {
                 C::NotValidForName | C::NotValidForNameContext { .. } => "is for another host name",
                 C::UnknownIssuer => "was issued by no authority trusted here (self-signed?)",
                 C::Revoked => "is revoked",
-                // Among them a certificate authority's own, as a self-signed one often is.
-                _ => "was refused: not one made for a server (self-signed?)",
+                C::InvalidPurpose | C::InvalidPurposeContext { .. } => {
+                    "is not one made for a server"
+                }
+                // webpki's error, which rustls carries as an opaque one: a certificate
+                // authority's own certificate, as a self-signed one often is.
+                C::Other(o) if o.to_string().contains("CaUsedAsEndEntity") => {
+                    "is a certificate authority's, not a server's (self-signed?)"
+                }
+                _ => "was refused",
             });
         }
         cur = err.source();
@@ -509,36 +517,46 @@ fn root_cause(e: &reqwest::Error) -> String {
 fn regex_error(e: &regex::Error) -> String {
     let text = e.to_string();
     let lines: Vec<&str> = text.lines().collect();
-    let reason = lines.iter().rev().find_map(|l| l.strip_prefix("error: "));
-    let carets = lines.iter().position(|l| {
+    let Some(reason) = lines.iter().rev().find_map(|l| l.strip_prefix("error: ")) else {
+        return one_line(&text);
+    };
+    // A pattern of one line is shown indented by four spaces; one of several lines between
+    // rules of `~`, each line numbered (`2: b(`, the numbers padded to one width).
+    let numbered = lines.iter().any(|l| l.starts_with('~'));
+    let carets = |l: &str| {
         let l = l.trim();
         !l.is_empty() && l.chars().all(|c| c == '^' || c == ' ')
-    });
-    let (Some(reason), Some(at)) = (reason, carets) else {
-        return one_line(&text);
     };
-    let Some(above) = at.checked_sub(1).and_then(|i| lines.get(i)) else {
-        return one_line(&text);
-    };
-    // The pattern's line is indented by four spaces, or numbered (`2: b(`) when the pattern
-    // has several lines.
-    let (line_no, start) = match above.split_once(": ") {
-        Some((n, _)) if !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()) => {
-            (Some(n), n.len() + 2)
+    let mut places = Vec::new();
+    for (under, above) in lines.iter().skip(1).zip(&lines) {
+        if !carets(under) {
+            continue;
         }
-        _ => (None, 4),
-    };
-    let caret_line: Vec<char> = lines[at].chars().collect();
-    let columns: Vec<String> = (0..caret_line.len())
-        .filter(|&i| caret_line[i] == '^' && (i == 0 || caret_line[i - 1] != '^'))
-        .map(|i| (i.saturating_sub(start) + 1).to_string())
-        .collect();
-    let place = match (line_no, columns.as_slice()) {
-        (_, []) => return one_line(&text),
-        (None, [c]) => format!("column {c}"),
-        (None, cs) => format!("columns {}", cs.join(" and ")),
-        (Some(n), [c]) => format!("line {n} column {c}"),
-        (Some(n), cs) => format!("line {n} columns {}", cs.join(" and ")),
+        let (line_no, start) = match above.split_once(": ") {
+            Some((n, _)) if numbered && n.trim().chars().all(|c| c.is_ascii_digit()) => {
+                (Some(n.trim()), n.len() + 2)
+            }
+            _ => (None, 4),
+        };
+        let marks: Vec<char> = under.chars().collect();
+        for (i, &c) in marks.iter().enumerate() {
+            if c == '^' && (i == 0 || marks[i - 1] != '^') {
+                places.push((line_no, i.saturating_sub(start) + 1));
+            }
+        }
+    }
+    let place = match places.as_slice() {
+        [] => return one_line(&text),
+        [(None, c)] => format!("column {c}"),
+        _ if places.iter().all(|(n, _)| n.is_none()) => {
+            let cs: Vec<String> = places.iter().map(|(_, c)| c.to_string()).collect();
+            format!("columns {}", cs.join(" and "))
+        }
+        _ => places
+            .iter()
+            .map(|(n, c)| format!("line {} column {c}", n.unwrap_or("?")))
+            .collect::<Vec<_>>()
+            .join(" and "),
     };
     format!("{reason} at {place}")
 }
@@ -588,6 +606,17 @@ mod tests {
                 "duplicate capture group name at columns 5 and 13",
             ),
             ("a\nb(", "unclosed group at line 2 column 2"),
+            // Ten lines and more: the numbers are padded.
+            (
+                "a\nb(\nc\nd\ne\nf\ng\nh\ni\nj",
+                "unclosed group at line 2 column 2",
+            ),
+            (
+                "(?P<n>a)\n(?P<n>b)",
+                "duplicate capture group name at line 1 column 5 and line 2 column 5",
+            ),
+            // A pattern of one line that looks like a numbered one.
+            ("1: (", "unclosed group at column 4"),
         ] {
             let e = Regex::new(pattern).unwrap_err();
             assert_eq!(regex_error(&e), says, "{pattern:?}");

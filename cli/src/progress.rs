@@ -28,6 +28,9 @@ pub struct Signals {
     /// Targets in flight, as the runner last reported: a target is out of flight once its
     /// outcome's store write was made (or failed).
     inflight: AtomicUsize,
+    /// Targets fetched to an outcome (done, failed, or busy for too long), whose store write
+    /// was then made or failed.
+    outcomes: AtomicUsize,
     wake: Notify,
 }
 
@@ -45,6 +48,11 @@ impl Signals {
     /// them ended, if it did not take those writes.
     pub fn runner_done_with(&self, jobs: usize) -> bool {
         self.ended.load(Ordering::SeqCst) >= jobs && self.inflight() == 0
+    }
+
+    /// How many targets were fetched to an outcome, stored or not (see [`Hooks::target`]).
+    pub fn outcomes(&self) -> usize {
+        self.outcomes.load(Ordering::SeqCst)
     }
 
     /// How many targets the runner last reported in flight.
@@ -112,6 +120,7 @@ impl Hooks for WakeHooks {
         if matches!(err, Some(FetchError::RetryLater(_))) {
             self.0.gave_up.fetch_add(1, Ordering::Relaxed);
         }
+        self.0.outcomes.fetch_add(1, Ordering::SeqCst);
         self.0.poke();
     }
 }

@@ -278,7 +278,8 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
         );
     }
     let c = Counts::of(&view, retries());
-    note!("{}", summary(&view, c, started.elapsed()));
+    let outcomes = (!reused).then(|| signals.outcomes());
+    note!("{}", summary(&view, c, outcomes, started.elapsed()));
     printed?;
     Ok(exit_code(view.job.status))
 }
@@ -362,9 +363,10 @@ fn print_targets(view: &JobView) -> Result<(), String> {
 }
 
 /// `job ID partial: 3/4 done, 1 failed, 2 retries, 1.3s` (no retries of a reused job); the
-/// targets neither done nor failed are counted apart: those left running, whose outcomes the
-/// store did not take (`2 not stored`), and those never run to an outcome (`6 not run`).
-pub fn summary(view: &JobView, c: Counts, elapsed: Duration) -> String {
+/// targets neither done nor failed are counted apart: those fetched to an outcome the store did
+/// not take (`2 not stored`: of the `outcomes` this run fetched, those the store does not show
+/// finished; none for a reused job, `None`), and those never run to an outcome (`6 not run`).
+pub fn summary(view: &JobView, c: Counts, outcomes: Option<usize>, elapsed: Duration) -> String {
     let job = &view.job;
     let why = if job.error.is_empty() {
         String::new()
@@ -372,12 +374,7 @@ pub fn summary(view: &JobView, c: Counts, elapsed: Duration) -> String {
         format!(" ({})", job.error)
     };
     let left = c.total.saturating_sub(c.finished);
-    let unstored = view
-        .targets
-        .iter()
-        .filter(|t| t.status == TargetState::Running)
-        .count()
-        .min(left);
+    let unstored = outcomes.unwrap_or(0).saturating_sub(c.finished).min(left);
     let mut rest = String::new();
     if unstored > 0 {
         rest += &format!(", {unstored} not stored");
@@ -416,8 +413,10 @@ mod tests {
 
     use super::*;
 
-    /// A job failed for the outcomes the store did not take (a full disk): its targets left
-    /// running were fetched, and are counted apart from those never run.
+    /// A job failed for the outcomes the store did not take (a full disk): of the four
+    /// targets this run fetched to an outcome, two are not stored, and are counted apart from
+    /// the one never run. (The store shows them `running`, as SQLite keeps them; redb's file
+    /// may show them `pending`: the count is the run's, not the states'.)
     #[test]
     fn the_summary_counts_targets_left_running_apart_from_those_not_run() {
         let states = [
@@ -454,6 +453,7 @@ mod tests {
             summary(
                 &view,
                 Counts::of(&view, Some(0)),
+                Some(4),
                 Duration::from_millis(1200)
             ),
             "job j failed (store: the outcome of a target could not be stored): 1/5 done, \

@@ -1704,6 +1704,13 @@ mod interrupt {
                 .await
                 .unwrap();
             assert_eq!(code(&o), 1, "limit {limit}: {}", stderr(&o));
+            // A fetched target whose outcome the store did not take is counted so, though the
+            // file shows it pending.
+            let err = stderr(&o);
+            if err.contains("storing the target failed") {
+                let summary = err.lines().last().unwrap_or_default();
+                assert!(summary.contains(" not stored"), "limit {limit}: {err}");
+            }
             let printed: Vec<TargetStatus> = String::from_utf8_lossy(&o.stdout)
                 .lines()
                 .map(|l| serde_json::from_str(l).unwrap())

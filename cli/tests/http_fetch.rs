@@ -307,8 +307,8 @@ async fn a_self_signed_certificate_is_refused_saying_so() {
     assert_eq!(e.status, 502);
     assert_eq!(
         e.msg,
-        "could not connect: the host's TLS certificate was refused: not one made for a server \
-         (self-signed?)"
+        "could not connect: the host's TLS certificate is a certificate authority's, not a \
+         server's (self-signed?)"
     );
     assert!(e.hint.contains("TLS certificate"), "{}", e.hint);
 }

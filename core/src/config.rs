@@ -28,9 +28,10 @@ impl Clock for SystemClock {
 /// Metrics hooks. Every method has an empty default body; they are called synchronously from
 /// the runner's workers and from the calls of its callers, so they must be quick and must not
 /// block. `depth`, `inflight` and `job(Created)` are called under the runner's state lock: a
-/// call of the runner made from one of them (a submit, cancel, status or close, even polled
-/// on another executor from there) never returns, as it waits for the lock the hook's
-/// thread holds, and stalls that runtime thread with it. Hand such work to a task instead.
+/// submit, cancel or close made from one of them (even polled on another executor from there)
+/// never returns, as it waits for the lock the hook's thread holds, and stalls that runtime
+/// thread with it. Hand such work to a task instead. (A `status` or `touch` only reads or
+/// writes the store, and takes no such lock.)
 pub trait Hooks: Send + Sync + 'static {
     /// A job was created, reused, or reached a terminal outcome (once per job).
     fn job(&self, outcome: JobOutcome) {

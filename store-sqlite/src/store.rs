@@ -57,8 +57,9 @@ pub struct SqliteOptions {
 /// - **One owner.** While a store is open, opening its file again, from this process or any
 ///   other, fails with [`StoreError::InUse`] (from this process at once; from another after
 ///   trying again for 300 ms, so that of two processes opening one file at the same moment
-///   one owns it rather than each holding the other off); it succeeds once the store is
-///   dropped (or its process has died).
+///   one owns it rather than each holding the other off; the open blocks its thread
+///   meanwhile, as it does for its reads of the file); it succeeds once the store is dropped
+///   (or its process has died).
 /// - **Refuses what it does not own.** A file that is not a rota store (a text file, another
 ///   program's database, a SQLite database with no rota schema, a truncated store; a
 ///   directory, FIFO or device, refused before it is opened) fails with
