@@ -176,18 +176,22 @@ mod tests {
         );
     }
 
+    /// The error of opening the store at `url`, which must fail.
+    fn open_error(url: &str) -> String {
+        url.parse::<StoreUrl>()
+            .unwrap()
+            .open_for_command()
+            .err()
+            .unwrap()
+    }
+
     #[test]
     fn a_store_in_a_missing_directory_names_the_directory() {
         for url in [
             "sqlite:/no-such-rota-dir/x.sqlite3",
             "redb:/no-such-rota-dir/x.redb",
         ] {
-            let e = url
-                .parse::<StoreUrl>()
-                .unwrap()
-                .open_for_command()
-                .err()
-                .unwrap();
+            let e = open_error(url);
             assert!(
                 e.ends_with("(there is no directory /no-such-rota-dir)"),
                 "{e}"
@@ -213,12 +217,7 @@ mod tests {
                 format!("(there is no directory {}/sub)", file.display()),
             ),
         ] {
-            let e = url
-                .parse::<StoreUrl>()
-                .unwrap()
-                .open_for_command()
-                .err()
-                .unwrap();
+            let e = open_error(&url);
             assert!(e.ends_with(&said), "{e}");
         }
         let denied = Err(std::io::Error::from(std::io::ErrorKind::PermissionDenied));

@@ -1637,6 +1637,25 @@ mod interrupt {
     /// A store that stops taking writes partway (here a file size limit, as a full disk
     /// would) does not keep `rota run` waiting for ever for the job to end in the store: it
     /// ends with 1 once the runner is done, and says why.
+    /// `rota --store STORE run FILE` with files limited to `limit` blocks of the shell's
+    /// `ulimit -f`, as a full disk would limit them; SIGXFSZ ignored (and so inherited through
+    /// exec), so that a write past the limit fails with EFBIG instead of killing the process.
+    async fn run_under_file_limit(store: &str, file: &Path, limit: u32) -> Output {
+        let script = format!(
+            "trap '' XFSZ; ulimit -f {limit}; exec '{}' --store '{store}' run '{}'",
+            assert_cmd::cargo::cargo_bin!("rota").display(),
+            file.display()
+        );
+        let mut cmd = sh_cmd();
+        cmd.args(["-c", &script])
+            .env_remove("RUST_LOG")
+            .env_remove("ROTA_STORE")
+            .timeout(LIMIT);
+        tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap()
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn run_ends_with_1_when_the_store_stops_taking_writes() {
         let s = common::start().await;
@@ -1645,22 +1664,7 @@ mod interrupt {
             .map(|i| s.url(&format!("/big/{}", 150_000 + i)))
             .collect();
         let f = env.file("t.json", &json_array(&urls));
-        // SIGXFSZ ignored (and so inherited through exec): a write past the limit fails with
-        // EFBIG instead of killing the process.
-        let script = format!(
-            "trap '' XFSZ; ulimit -f 400; exec '{}' --store '{}' run '{}'",
-            assert_cmd::cargo::cargo_bin!("rota").display(),
-            env.store(),
-            f.display()
-        );
-        let mut cmd = sh_cmd();
-        cmd.args(["-c", &script])
-            .env_remove("RUST_LOG")
-            .env_remove("ROTA_STORE")
-            .timeout(LIMIT);
-        let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-            .await
-            .unwrap();
+        let o = run_under_file_limit(&env.store(), &f, 400).await;
         let err = stderr(&o);
         assert_eq!(code(&o), 1, "{err}");
         // Failed in the store for the outcomes it lost, or, if the store took not even that
@@ -1690,19 +1694,7 @@ mod interrupt {
                 "redb:{}",
                 env.dir.path().join(format!("{round}.redb")).display()
             );
-            let script = format!(
-                "trap '' XFSZ; ulimit -f {limit}; exec '{}' --store '{store}' run '{}'",
-                assert_cmd::cargo::cargo_bin!("rota").display(),
-                f.display()
-            );
-            let mut cmd = sh_cmd();
-            cmd.args(["-c", &script])
-                .env_remove("RUST_LOG")
-                .env_remove("ROTA_STORE")
-                .timeout(LIMIT);
-            let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-                .await
-                .unwrap();
+            let o = run_under_file_limit(&store, &f, limit).await;
             assert_eq!(code(&o), 1, "limit {limit}: {}", stderr(&o));
             // A fetched target whose outcome the store did not take is counted so, though the
             // file shows it pending.
