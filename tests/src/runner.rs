@@ -147,6 +147,9 @@ macro_rules! runner_tests {
                 start_fails_leftover_live_jobs_as_interrupted_and_frees_their_caps,
                 sweep_after_a_submit_deletes_expired_jobs_but_never_a_live_one,
                 evict_after_a_stored_target_deletes_terminal_jobs_but_never_a_live_one,
+                evict_runs_after_every_stored_target_not_only_at_a_jobs_end,
+                a_stored_target_and_a_cancel_set_the_lease_to_their_time,
+                a_cancel_lets_the_inflight_fetch_finish_with_its_token_uncancelled,
                 a_store_failing_after_a_countdown_loses_no_accepted_outcome,
                 a_cancel_whose_status_write_fails_is_written_again_at_close,
             ]
@@ -3928,6 +3931,146 @@ pub async fn evict_after_a_stored_target_deletes_terminal_jobs_but_never_a_live_
     })
     .await?;
     r.close().await
+}
+
+/// Eviction follows every stored target, not only a job's end: a job ended without a stored
+/// target (cancelled while queued) stays until the next target of another, still live job is
+/// stored, and goes then, while that job runs on.
+pub async fn evict_runs_after_every_stored_target_not_only_at_a_jobs_end(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let cfg = Config {
+        max_bytes: 1,
+        ..config()
+    };
+    let r = rig(store, Probe::new(), cfg).await?;
+    r.probe.hold(&url("b", 0));
+    r.probe.hold(&url("b", 1));
+    let b = r.submit("bob", "b", 2).await?;
+    r.started(&url("b", 0), 1).await?;
+    let c = r.submit("carol", "c", 1).await?;
+    assert!(r.runner.cancel(&c).await, "c is cancelled while queued");
+    assert_eq!(
+        r.view(&c).await?.job.status,
+        JobStatus::Cancelled,
+        "no target stored since: nothing evicted yet"
+    );
+    r.probe.release(&url("b", 0));
+    // b1 starts once b0's outcome is stored and the store evicted.
+    r.started(&url("b", 1), 1).await?;
+    assert_eq!(
+        r.runner.status(&c).await?,
+        None,
+        "evicted after b0 was stored, b still live"
+    );
+    assert_eq!(r.view(&b).await?.job.status, JobStatus::Running);
+    r.probe.release_all();
+    // Evicted as it ends (the budget is 1 byte): its end is known from the hooks.
+    until("b is reported done", || {
+        r.hooks.count(JobOutcome::Done) == 1
+    })
+    .await?;
+    r.close().await
+}
+
+/// A stored target sets its job's lease to the time of its store (SPEC §6: every write of a
+/// job bumps the lease to now), and so does a cancel: not the time of the submit.
+pub async fn a_stored_target_and_a_cancel_set_the_lease_to_their_time(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let r = rig(store, Probe::new(), config()).await?;
+    r.probe.hold(&url("a", 0));
+    // b's target is held too, so that the cancel finds it live.
+    r.probe.hold(&url("b", 0));
+    let a = r.submit("alice", "a", 1).await?;
+    r.started(&url("a", 0), 1).await?;
+    let b = r.submit("bob", "b", 1).await?;
+    r.clock.set(T0 + 50);
+    r.probe.release(&url("a", 0));
+    assert_eq!(r.terminal(&a).await?.job.status, JobStatus::Done);
+    r.started(&url("b", 0), 1).await?;
+    r.clock.set(T0 + 80);
+    assert!(r.runner.cancel(&b).await);
+    r.probe.release_all();
+    r.terminal(&b).await?;
+    let lease = |id: &str| {
+        let store = r.store.clone();
+        let id = id.to_owned();
+        async move { store.job(&id).await.map(|row| row.map(|j| j.lease)) }
+    };
+    assert_eq!(
+        lease(&a).await?,
+        Some(T0 + 50),
+        "a's lease is its target's store"
+    );
+    let b_lease = lease(&b).await?;
+    assert!(
+        b_lease.is_some_and(|l| l >= T0 + 80),
+        "b's lease is its cancel's time or later: {b_lease:?}"
+    );
+    r.close().await
+}
+
+/// A cancel lets the target in flight finish (SPEC §5): the fetch's token is not cancelled by
+/// it (only close cancels that), so a fetch that heeds its token still stores its result.
+pub async fn a_cancel_lets_the_inflight_fetch_finish_with_its_token_uncancelled(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let gate = Arc::new(Semaphore::new(0));
+    let saw_cancelled = Arc::new(Mutex::new(None::<bool>));
+    let fetch = {
+        let (gate, saw) = (gate.clone(), saw_cancelled.clone());
+        move |_c: Arc<Caller>, t: Target, cancel: CancellationToken| {
+            let (gate, saw) = (gate.clone(), saw.clone());
+            async move {
+                let held = gate
+                    .acquire()
+                    .await
+                    .map_err(|_| FetchError::Other("gate".into()))?;
+                held.forget();
+                *lock(&saw) = Some(cancel.is_cancelled());
+                if cancel.is_cancelled() {
+                    return Err(FetchError::Other("cancelled".into()));
+                }
+                Ok(content_of(&t.url))
+            }
+        }
+    };
+    let cfg = Config {
+        clock: Arc::new(ManualClock::new(T0)),
+        ..config()
+    };
+    let runner = Runner::start(store, fetch, cfg).await?;
+    let s = runner
+        .submit(caller("alice"), CallerClass::Fleet, targets("a", 2))
+        .await?;
+    until_status(&runner, &s.id, "is running", |v| {
+        v.targets
+            .first()
+            .is_some_and(|t| t.status == TargetState::Running)
+    })
+    .await?;
+    assert!(runner.cancel(&s.id).await);
+    gate.add_permits(1);
+    let v = until_status(&runner, &s.id, "has its first target stored", |v| {
+        v.targets
+            .first()
+            .is_some_and(|t| t.status != TargetState::Running)
+    })
+    .await?;
+    assert_eq!(
+        *lock(&saw_cancelled),
+        Some(false),
+        "the fetch's token was cancelled"
+    );
+    assert_eq!(v.job.status, JobStatus::Cancelled);
+    assert_eq!(states(&v), [TargetState::Done, TargetState::Pending]);
+    assert_eq!(
+        v.targets.first().and_then(|t| t.result.clone()),
+        Some(content_of(&url("a", 0)))
+    );
+    runner.close().await;
+    Ok(())
 }
 
 // ---- §8 errors, panics, logs --------------------------------------------------------------

@@ -387,3 +387,58 @@ async fn a_shared_fetch_behind_an_arc_is_a_fetch() -> rota_tests::runner::TestRe
     runner.close().await;
     Ok(())
 }
+
+/// A busy target is tried again `retry_wait` after its busy answer, not later: the idle worker
+/// sleeps until the machine's next retry time and wakes then. On tokio's paused clock (the
+/// runner's times are tokio's), time moves only to the next timer, so the gap is the wait to
+/// the millisecond of the timer's resolution.
+#[tokio::test(start_paused = true)]
+async fn a_busy_target_is_tried_again_when_retry_wait_is_up() -> rota_tests::runner::TestResult {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use rota::{CallerClass, CancellationToken, Config, FetchError, JobStatus, Runner, Target};
+    use rota_tests::runner::{caller, content_of, targets, until_status};
+    use tokio::time::Instant;
+
+    let wait = Duration::from_millis(700);
+    let calls: Arc<Mutex<Vec<Instant>>> = Arc::default();
+    let fetch = {
+        let calls = calls.clone();
+        move |_c: Arc<rota::Caller>, t: Target, _cancel: CancellationToken| {
+            let calls = calls.clone();
+            async move {
+                let mut calls = calls.lock().unwrap_or_else(|e| e.into_inner());
+                calls.push(Instant::now());
+                if calls.len() == 1 {
+                    Err(FetchError::RetryLater("busy".into()))
+                } else {
+                    Ok(content_of(&t.url))
+                }
+            }
+        }
+    };
+    let cfg = Config {
+        retry_wait: wait,
+        ..Config::default()
+    };
+    let runner = Runner::start(Arc::new(MemoryStore::new()), fetch, cfg).await?;
+    let s = runner
+        .submit(caller("alice"), CallerClass::Fleet, targets("a", 1))
+        .await?;
+    until_status(&runner, &s.id, "is done", |v| {
+        v.job.status == JobStatus::Done
+    })
+    .await?;
+    let calls = calls.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let [busy, again] = calls[..] else {
+        return Err(format!("two fetches expected, got {}", calls.len()).into());
+    };
+    let gap = again.duration_since(busy);
+    assert!(
+        gap >= wait && gap <= wait + Duration::from_millis(5),
+        "tried again {gap:?} after its busy answer, retry_wait {wait:?}"
+    );
+    runner.close().await;
+    Ok(())
+}
