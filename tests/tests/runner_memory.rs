@@ -442,3 +442,61 @@ async fn a_busy_target_is_tried_again_when_retry_wait_is_up() -> rota_tests::run
     runner.close().await;
     Ok(())
 }
+
+/// A target that keeps coming back busy is failed once it has been busy for longer than
+/// `retry_for` from its first busy answer, at the first answer past it: not sooner, and not a
+/// retry later. On tokio's paused clock, as above.
+#[tokio::test(start_paused = true)]
+async fn a_target_busy_for_longer_than_retry_for_fails_at_its_first_answer_past_it()
+-> rota_tests::runner::TestResult {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use rota::{CallerClass, CancellationToken, Config, FetchError, JobStatus, Runner, Target};
+    use rota_tests::runner::{caller, targets, until_status};
+    use tokio::time::Instant;
+
+    let (wait, retry_for) = (Duration::from_millis(100), Duration::from_secs(1));
+    let calls: Arc<Mutex<Vec<Instant>>> = Arc::default();
+    let fetch = {
+        let calls = calls.clone();
+        move |_c: Arc<rota::Caller>, _t: Target, _cancel: CancellationToken| {
+            let calls = calls.clone();
+            async move {
+                calls
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(Instant::now());
+                Err::<rota::TargetResult, _>(FetchError::RetryLater("busy".into()))
+            }
+        }
+    };
+    let cfg = Config {
+        retry_wait: wait,
+        retry_for,
+        ..Config::default()
+    };
+    let runner = Runner::start(Arc::new(MemoryStore::new()), fetch, cfg).await?;
+    let s = runner
+        .submit(caller("alice"), CallerClass::Fleet, targets("a", 1))
+        .await?;
+    let v = until_status(&runner, &s.id, "is terminal", |v| {
+        v.job.status.is_terminal()
+    })
+    .await?;
+    assert_eq!(v.job.status, JobStatus::Failed);
+    assert_eq!(v.targets.first().map(|t| t.error.as_str()), Some("busy"));
+    let calls = calls.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let (Some(first), Some(last)) = (calls.first(), calls.last()) else {
+        return Err("no fetch".into());
+    };
+    let busy_for = last.duration_since(*first);
+    assert!(
+        busy_for > retry_for && busy_for <= retry_for + wait + Duration::from_millis(5),
+        "failed after {busy_for:?} of busy answers ({} fetches), retry_for {retry_for:?}, \
+         retry_wait {wait:?}",
+        calls.len()
+    );
+    runner.close().await;
+    Ok(())
+}
