@@ -500,3 +500,59 @@ async fn a_target_busy_for_longer_than_retry_for_fails_at_its_first_answer_past_
     runner.close().await;
     Ok(())
 }
+
+/// Idle workers never poll (SPEC §4): with the only target due again in an hour, they sleep
+/// until then, and the runtime's thread parks as often during a sleep of the test's as it does
+/// with no runner at all (tokio's timer wheel parks a long sleep in steps), not once more per
+/// wake-up of a worker that looks for work on a timer. Counted by tokio's park count of the
+/// test's one runtime thread, on the wall clock.
+#[tokio::test(flavor = "current_thread")]
+async fn idle_workers_sleep_until_the_next_retry_without_waking() -> rota_tests::runner::TestResult
+{
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use rota::{CallerClass, CancellationToken, Config, FetchError, Runner, Target, TargetState};
+    use rota_tests::runner::{caller, targets, until_status};
+
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let parks_in_300ms = || async {
+        let before = metrics.worker_park_count(0);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        metrics.worker_park_count(0) - before
+    };
+    let alone = parks_in_300ms().await;
+    let fetched = Arc::new(AtomicUsize::new(0));
+    let fetch = {
+        let fetched = fetched.clone();
+        move |_c: Arc<rota::Caller>, _t: Target, _cancel: CancellationToken| {
+            fetched.fetch_add(1, Ordering::SeqCst);
+            async { Err::<rota::TargetResult, _>(FetchError::RetryLater("busy".into())) }
+        }
+    };
+    let cfg = Config {
+        workers: 2,
+        retry_wait: Duration::from_secs(3600),
+        retry_for: Duration::from_secs(7200),
+        ..Config::default()
+    };
+    let runner = Runner::start(Arc::new(MemoryStore::new()), fetch, cfg).await?;
+    let s = runner
+        .submit(caller("alice"), CallerClass::Fleet, targets("a", 1))
+        .await?;
+    until_status(&runner, &s.id, "is back to pending", |v| {
+        v.targets
+            .first()
+            .is_some_and(|t| t.status == TargetState::Pending)
+    })
+    .await?;
+    let parks = parks_in_300ms().await;
+    assert!(
+        parks <= alone + 2,
+        "the runtime's thread parked {parks} times in 300 ms of idle workers, {alone} times \
+         with no runner"
+    );
+    assert_eq!(fetched.load(Ordering::SeqCst), 1, "fetched once, not again");
+    runner.close().await;
+    Ok(())
+}
