@@ -1,6 +1,7 @@
 //! The injected fetch.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -44,14 +45,19 @@ where
 
 /// A shared fetch is a fetch: an `Arc<dyn Fetch>` chosen at run time, or an `Arc<F>` the
 /// embedder also keeps, can be given to [`Runner::start`](crate::Runner::start) as it is.
-#[async_trait]
+///
+/// It hands on the future of the fetch it shares as it is: no second boxed future a fetch.
 impl<T: Fetch + ?Sized> Fetch for Arc<T> {
-    async fn fetch(
-        &self,
+    fn fetch<'life0, 'async_trait>(
+        &'life0 self,
         caller: Arc<Caller>,
         target: Target,
         cancel: CancellationToken,
-    ) -> Result<TargetResult, FetchError> {
-        (**self).fetch(caller, target, cancel).await
+    ) -> Pin<Box<dyn Future<Output = Result<TargetResult, FetchError>> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        (**self).fetch(caller, target, cancel)
     }
 }

@@ -1273,7 +1273,8 @@ impl Inner {
         };
         // A panic is caught both where the fetch makes its future (a `Fetch` written by hand
         // may do work there) and while it is polled.
-        let fut = catching(|| self.fetch.fetch(caller, target, cancel.clone()));
+        // (Through the `dyn Fetch` itself: `self.fetch.fetch` would pick `Arc`'s own impl.)
+        let fut = catching(|| (*self.fetch).fetch(caller, target, cancel.clone()));
         let res = match fut {
             Ok(fut) => CatchUnwind::new(fut).await,
             Err(Panicked) => Err(Panicked),
