@@ -61,6 +61,10 @@ struct Plan {
     backends: Vec<Backend>,
     /// Only the runner rows of this many live jobs (`--live=N`).
     live: Option<usize>,
+    /// Whether the runner rows probe the wake-up and the cache line's trip (not with
+    /// `--no-probes`: under valgrind, which runs one thread at a time, a probe's two threads
+    /// spinning for each other take minutes).
+    probes: bool,
 }
 
 /// The runner rows of one backend.
@@ -163,6 +167,7 @@ fn plan(quick: bool) -> Plan {
             scale: 1.0,
             backends: Vec::new(),
             live: None,
+            probes: true,
         }
     } else {
         Plan {
@@ -203,6 +208,7 @@ fn plan(quick: bool) -> Plan {
             scale: 1.0,
             backends: Vec::new(),
             live: None,
+            probes: true,
         }
     }
 }
@@ -230,12 +236,12 @@ fn main() {
             && f > 0.0
         {
             scale = f;
-        } else if a != "--quick" && a != "--json" {
+        } else if a != "--quick" && a != "--json" && a != "--no-probes" {
             eprintln!(
                 "usage: rota-bench [--quick] [--json] [--only={}] [--backend={}] [--live={}] \
-                 [--scale=F]\n\
+                 [--scale=F] [--no-probes]\n\
                  --only, --backend and --live pick rows; --scale multiplies every row's size \
-                 (for profiling)",
+                 (for profiling); --no-probes skips the runner rows' probes (for valgrind)",
                 BENCHES.join("|"),
                 Backend::ALL.map(Backend::name).join("|"),
                 LIVE.map(|n| n.to_string()).join("|")
@@ -251,6 +257,7 @@ fn main() {
     plan.scale = scale;
     plan.backends = backends;
     plan.live = live;
+    plan.probes = !args.iter().any(|a| a == "--no-probes");
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -354,7 +361,9 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
          sweep, per target start_target + finish_target + evict) issued back to back by one \
          loop on a fresh store; ratio = per_s / limit_per_s",
     );
-    if let Some([p10, p50, p90]) = wake::probe(WAKES, WAKE_GAP) {
+    if plan.probes
+        && let Some([p10, p50, p90]) = wake::probe(WAKES, WAKE_GAP)
+    {
         out.note(&format!(
             "this machine wakes a parked thread {} µs after another unparks it (median of \
              {WAKES}; p10 {}, p90 {}): a runner row pays such a wake-up at least once per batch, \
@@ -365,6 +374,7 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
         ));
     }
     let mut probes: Vec<Duration> = (0..5)
+        .filter(|_| plan.probes)
         .filter_map(|_| line::probe(LINE_BATCHES, LINE_ROUNDS))
         .collect();
     let opening = middle(&mut probes);
@@ -434,7 +444,7 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
                     // Not on redb: after its runs the probe's threads share the cores with
                     // the kernel's work (2–9 µs a round trip here, even 200 ms later), which
                     // says nothing of the cores.
-                    let probe = if backend == Backend::Redb {
+                    let probe = if backend == Backend::Redb || !plan.probes {
                         None
                     } else {
                         line::probe(LINE_BATCHES, LINE_ROUNDS)
