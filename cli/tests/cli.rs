@@ -1509,7 +1509,9 @@ mod interrupt {
 
     /// Ctrl-C during `rota demo` cancels its jobs rather than killing it halfway: both end
     /// `cancelled` in the store (not left `running` there), the demo says so, shows them, and
-    /// ends with 1.
+    /// ends with 1. (A retry wait of a minute keeps alice's job, with its busy page, from
+    /// ending before the signal, and a timeout longer than the slow page's 3 s keeps bob's
+    /// for those 3 s: by default they end 0.4 s and 1 s after the line the signal follows.)
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn ctrl_c_in_the_demo_cancels_its_jobs() {
         let env = Env::new();
@@ -1518,6 +1520,7 @@ mod interrupt {
             .env_remove("ROTA_STORE")
             .env_remove("RUST_LOG")
             .args(["--store", &env.store(), "demo"])
+            .args(["--retry-wait", "60s", "--timeout", "10s"])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -1577,10 +1580,11 @@ mod interrupt {
         let env = Env::new();
         let f = env.file(
             "t.json",
-            &json_array(&[s.url("/sleep/2000"), s.url("/page/b")]),
+            &json_array(&[s.url("/sleep/3000"), s.url("/page/b")]),
         );
         let (mut child, id, err) = tokio::task::block_in_place(|| start(&env, &f));
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // The first target is in flight for 3 s: signal inside that.
+        in_flight(&s, 3000).await;
         signal(&child, "-TERM");
         let (status, rest) = tokio::task::spawn_blocking(move || {
             let mut rest = String::new();
@@ -1729,8 +1733,8 @@ mod interrupt {
             // Blocking reads: off the runtime that serves the pages.
             tokio::task::block_in_place(|| start(env_ref, &f))
         };
-        // The first target is in flight for 3 s; interrupt well inside that.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // The first target is in flight for 3 s: interrupt inside that.
+        in_flight(&s, 3000).await;
         sigint(&child);
         let (status, stdout, rest) = tokio::task::spawn_blocking(move || {
             let mut rest = String::new();

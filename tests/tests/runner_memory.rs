@@ -521,7 +521,11 @@ async fn idle_workers_sleep_until_the_next_retry_without_waking() -> rota_tests:
         tokio::time::sleep(Duration::from_millis(300)).await;
         metrics.worker_park_count(0) - before
     };
-    let alone = parks_in_300ms().await;
+    // The most of three: where a sleep falls on the timer wheel's slots moves its count.
+    let mut alone = 0;
+    for _ in 0..3 {
+        alone = alone.max(parks_in_300ms().await);
+    }
     let fetched = Arc::new(AtomicUsize::new(0));
     let fetch = {
         let fetched = fetched.clone();
