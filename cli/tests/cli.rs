@@ -1198,10 +1198,8 @@ async fn the_demo_says_a_busy_target_fails_once_busy_past_retry_for() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_fetches_past_a_proxy_the_environment_names() {
     let env = Env::new();
-    let dead = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("http://{}/", l.local_addr().unwrap())
-    };
+    let (_held, dead) = common::refusing();
+    let dead = format!("http://{dead}/");
     let mut vars: Vec<(&str, &str)> = ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
         .into_iter()
         .map(|k| (k, dead.as_str()))
@@ -1306,11 +1304,8 @@ async fn a_proxy_refusing_a_tunnel_gets_a_hint_about_the_proxy() {
 /// for a tunnel) or an http:// one, a SOCKS one for any target.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_proxy_gets_a_hint_about_the_proxy() {
-    // A port nothing listens on any more.
-    let closed = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap()
-    };
+    // A port nothing listens on, held for the test.
+    let (_held, closed) = common::refusing();
     let env = Env::new();
     for (var, proxy, target) in [
         (

@@ -249,10 +249,8 @@ async fn an_unsupported_option_fails_naming_it_and_is_never_ignored() {
 
 #[tokio::test]
 async fn a_refused_connection_is_a_502_with_a_hint() {
-    // Bind a port, then free it: nothing listens there.
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    drop(l);
+    // A port bound but not listening: held, and nothing answers there.
+    let (_held, addr) = common::refusing();
     let e = target_error(get(target(format!("http://{addr}/x"))).await);
     assert_eq!(e.status, 502);
     assert!(e.msg.starts_with("could not connect"), "{}", e.msg);

@@ -27,6 +27,17 @@ pub fn loopback() -> HttpConfig {
     }
 }
 
+/// A loopback address that refuses every connection, and the socket that holds it: bound but
+/// not listening, so a connection gets a reset, and no other socket (a parallel test's server)
+/// can be given the port while it is held. (A listener bound and dropped frees its port for
+/// anyone.) Keep the socket until the test is over.
+pub fn refusing() -> (tokio::net::TcpSocket, SocketAddr) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = socket.local_addr().unwrap();
+    (socket, addr)
+}
+
 /// The body of `/ok`.
 pub const OK_BODY: &str = "hello\nrust is here\nmiddle line\nrusty end\n";
 
