@@ -46,7 +46,7 @@ where
 /// A shared fetch is a fetch: an `Arc<dyn Fetch>` chosen at run time, or an `Arc<F>` the
 /// embedder also keeps, can be given to [`Runner::start`](crate::Runner::start) as it is.
 ///
-/// It hands on the future of the fetch it shares as it is: no second boxed future a fetch.
+/// It returns the shared fetch's own future, with no second boxed future around it.
 impl<T: Fetch + ?Sized> Fetch for Arc<T> {
     fn fetch<'life0, 'async_trait>(
         &'life0 self,
