@@ -1334,3 +1334,91 @@ fn new_id() -> String {
     rand::fill(&mut b);
     rota_core::hex(&b)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Poll;
+    use std::time::{Duration, Instant};
+
+    use rota_core::{Caller, CallerClass, Options, Target, TargetResult};
+    use rota_store_memory::MemoryStore;
+    use tokio_util::sync::CancellationToken;
+
+    use super::{Config, Runner};
+    use crate::FetchError;
+
+    /// A submit whose store answers in one poll ends in that poll, also from a task and waking
+    /// an idle worker (handed to the runtime's other thread, not run after a yield of the
+    /// caller): a caller that gives it up unfinished (a `select!`) has made no job. The test
+    /// waits until the worker is idle (a fixed sleep would let a loaded machine's worker
+    /// still be on its way there, and the submit wake nobody), then sees the woken worker
+    /// fetch the target.
+    #[test]
+    fn a_submit_from_a_task_that_wakes_an_idle_worker_ends_in_one_poll() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let fetched = Arc::new(AtomicUsize::new(0));
+        let counted = fetched.clone();
+        let fetch = move |_: Arc<Caller>, _: Target, _: CancellationToken| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async {
+                Ok::<_, FetchError>(TargetResult {
+                    content: "ok".into(),
+                    meta: Default::default(),
+                })
+            }
+        };
+        let first_poll = rt.block_on(async move {
+            let config = Config {
+                workers: 1,
+                ..Config::default()
+            };
+            let runner = Runner::start(Arc::new(MemoryStore::new()), fetch, config)
+                .await
+                .unwrap();
+            let t0 = Instant::now();
+            while runner.inner.idle.load(Ordering::SeqCst) != 1 {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(30),
+                    "the worker never idled"
+                );
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let submitter = runner.clone();
+            let ready = tokio::spawn(async move {
+                let submit = submitter.submit(
+                    Caller {
+                        name: "a".into(),
+                        workspace: "a".into(),
+                        key_sha256: String::new(),
+                    },
+                    CallerClass::Fleet,
+                    vec![Target {
+                        url: "https://a.test/1".into(),
+                        options: Options::default(),
+                    }],
+                );
+                let mut submit = std::pin::pin!(submit);
+                std::future::poll_fn(|cx| Poll::Ready(submit.as_mut().poll(cx).is_ready())).await
+            })
+            .await
+            .unwrap();
+            let t0 = Instant::now();
+            while fetched.load(Ordering::SeqCst) == 0 {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(30),
+                    "the worker never woke"
+                );
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            runner.close().await;
+            ready
+        });
+        assert!(first_poll, "the submit did not end in its first poll");
+    }
+}

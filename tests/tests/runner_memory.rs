@@ -113,46 +113,6 @@ fn a_submit_from_a_task_lets_the_worker_it_woke_start_before_the_task_yields()
     Ok(())
 }
 
-/// A submit whose store answers in one poll ends in that poll, also from a task and waking an
-/// idle worker: a caller that gives it up unfinished (a `select!`) has made no job.
-#[test]
-fn a_submit_from_a_task_that_wakes_a_worker_ends_in_one_poll() -> rota_tests::runner::TestResult {
-    use std::task::Poll;
-    use std::time::Duration;
-
-    use rota::{CallerClass, Config, Runner};
-    use rota_tests::runner::{Probe, Res, caller, target};
-
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let first_poll = rt.block_on(async move {
-        let config = Config {
-            workers: 1,
-            ..Config::default()
-        };
-        let runner = Runner::start(Arc::new(MemoryStore::new()), Probe::new(), config).await?;
-        // Time for the worker to find nothing to do and go idle.
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let submitter = runner.clone();
-        let task = tokio::spawn(async move {
-            let submit = submitter.submit(
-                caller("a"),
-                CallerClass::Fleet,
-                vec![target("https://a.test/1")],
-            );
-            let mut submit = std::pin::pin!(submit);
-            std::future::poll_fn(|cx| Poll::Ready(submit.as_mut().poll(cx).is_ready())).await
-        });
-        let ready = task.await?;
-        runner.close().await;
-        Res::Ok(ready)
-    })?;
-    assert!(first_poll, "the submit did not end in its first poll");
-    Ok(())
-}
-
 /// A [`rota_tests::runner::Shared`] over a new memory store, and the runner's suite setup on it.
 async fn misbehaving() -> Result<
     (Arc<rota_tests::runner::Shared>, rota_tests::runner::Rig),
