@@ -213,51 +213,69 @@ fn plan(quick: bool) -> Plan {
     }
 }
 
+/// rota-bench: throughput, scaling and memory of rota, each row beside its limit.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "rota-bench",
+    after_help = "Without --quick, the full run (under 10 minutes on 2 cores). --only, --backend \
+                  and --live pick rows (for profiling one)."
+)]
+struct Args {
+    /// The short run (under a minute on 2 cores): smaller rows, one turn each, and no file
+    /// store rows at 10 000 live jobs.
+    #[arg(long)]
+    quick: bool,
+    /// One JSON object per row on stdout, instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Run only this bench.
+    #[arg(long, value_name = "BENCH", value_parser = BENCHES)]
+    only: Option<String>,
+    /// The runner and history rows of this backend only.
+    #[arg(long, value_name = "BACKEND", value_parser = Backend::ALL.map(Backend::name))]
+    backend: Option<String>,
+    /// The runner rows of this many live jobs only.
+    #[arg(long, value_name = "JOBS", value_parser = live_jobs)]
+    live: Option<usize>,
+    /// Multiplies every row's size by F (a number above 0).
+    #[arg(long, value_name = "F", default_value_t = 1.0, value_parser = scale)]
+    scale: f64,
+    /// Skip the runner rows' probes of the wake-up and the cache line's trip (under valgrind,
+    /// which runs one thread at a time, their spinning threads take minutes).
+    #[arg(long)]
+    no_probes: bool,
+}
+
+/// Parses `--live`: one of [`LIVE`].
+fn live_jobs(s: &str) -> Result<usize, String> {
+    s.parse().ok().filter(|n| LIVE.contains(n)).ok_or_else(|| {
+        format!(
+            "live jobs are one of {}",
+            LIVE.map(|n| n.to_string()).join(", ")
+        )
+    })
+}
+
+/// Parses `--scale`: a finite number above 0.
+fn scale(s: &str) -> Result<f64, String> {
+    s.parse()
+        .ok()
+        .filter(|f: &f64| f.is_finite() && *f > 0.0)
+        .ok_or_else(|| "the scale is a number above 0, like 0.05".to_owned())
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut only = None;
-    let mut scale = 1.0f64;
-    let mut backends = Backend::ALL.to_vec();
-    let mut live = None;
-    for a in &args {
-        if let Some(b) = a.strip_prefix("--only=")
-            && BENCHES.contains(&b)
-        {
-            only = Some(b.to_owned());
-        } else if let Some(b) = a.strip_prefix("--backend=")
-            && let Some(b) = Backend::ALL.into_iter().find(|x| x.name() == b)
-        {
-            backends = vec![b];
-        } else if let Some(n) = a.strip_prefix("--live=").and_then(|n| n.parse().ok())
-            && LIVE.contains(&n)
-        {
-            live = Some(n);
-        } else if let Some(f) = a.strip_prefix("--scale=").and_then(|f| f.parse().ok())
-            && f > 0.0
-        {
-            scale = f;
-        } else if a != "--quick" && a != "--json" && a != "--no-probes" {
-            eprintln!(
-                "usage: rota-bench [--quick] [--json] [--only={}] [--backend={}] [--live={}] \
-                 [--scale=F] [--no-probes]\n\
-                 --only, --backend and --live pick rows; --scale multiplies every row's size \
-                 (for profiling); --no-probes skips the runner rows' probes (for valgrind)",
-                BENCHES.join("|"),
-                Backend::ALL.map(Backend::name).join("|"),
-                LIVE.map(|n| n.to_string()).join("|")
-            );
-            std::process::exit(2);
-        }
-    }
-    let out = Out {
-        json: args.iter().any(|a| a == "--json"),
+    let args = <Args as clap::Parser>::parse();
+    let out = Out { json: args.json };
+    let mut plan = plan(args.quick);
+    plan.only = args.only;
+    plan.scale = args.scale;
+    plan.backends = match args.backend {
+        Some(b) => Backend::ALL.into_iter().filter(|x| x.name() == b).collect(),
+        None => Backend::ALL.to_vec(),
     };
-    let mut plan = plan(args.iter().any(|a| a == "--quick"));
-    plan.only = only;
-    plan.scale = scale;
-    plan.backends = backends;
-    plan.live = live;
-    plan.probes = !args.iter().any(|a| a == "--no-probes");
+    plan.live = args.live;
+    plan.probes = !args.no_probes;
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -614,4 +632,57 @@ async fn history_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
         drop(filled);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use clap::error::ErrorKind;
+
+    use super::Args;
+
+    #[test]
+    fn the_flags_pick_rows_and_sizes() {
+        let a = Args::try_parse_from([
+            "rota-bench",
+            "--quick",
+            "--only=runner",
+            "--backend",
+            "sqlite-file",
+            "--live=10000",
+            "--scale=0.05",
+            "--no-probes",
+        ])
+        .unwrap();
+        assert!(a.quick && a.no_probes && !a.json);
+        assert_eq!(a.only.as_deref(), Some("runner"));
+        assert_eq!(a.backend.as_deref(), Some("sqlite-file"));
+        assert_eq!((a.live, a.scale), (Some(10_000), 0.05));
+        let a = Args::try_parse_from(["rota-bench", "--json"]).unwrap();
+        assert!(a.json && !a.quick && !a.no_probes);
+        assert_eq!(
+            (a.only, a.backend, a.live, a.scale),
+            (None, None, None, 1.0)
+        );
+    }
+
+    #[test]
+    fn a_bad_flag_is_an_error_that_names_it() {
+        for (args, names) in [
+            (&["--bogus"][..], "--bogus"),
+            (&["--live=7"], "live jobs are one of 10, 100, 10000"),
+            (&["--scale=0"], "above 0"),
+            (&["--scale=NaN"], "above 0"),
+            (&["--only=nope"], "nope"),
+            (&["--backend=sqlite"], "sqlite-file"),
+        ] {
+            let e = Args::try_parse_from(std::iter::once("rota-bench").chain(args.iter().copied()))
+                .unwrap_err();
+            assert_ne!(e.kind(), ErrorKind::DisplayHelp, "{args:?}");
+            assert!(e.to_string().contains(names), "{args:?}: {e}");
+        }
+        let help = Args::try_parse_from(["rota-bench", "--help"]).unwrap_err();
+        assert_eq!(help.kind(), ErrorKind::DisplayHelp);
+        assert!(help.to_string().contains("--no-probes"), "{help}");
+    }
 }
