@@ -1421,4 +1421,116 @@ mod tests {
         });
         assert!(first_poll, "the submit did not end in its first poll");
     }
+
+    /// A close from inside a fetch that finds a close begun elsewhere returns only with the
+    /// fetch token cancelled, even when that close has not cancelled it yet (it does so after
+    /// it lets go of the state lock): the fetch, returning at once, then sees it cancelled. The
+    /// close begun elsewhere is this test's own first half of [`Inner::begin_close`] (the mark
+    /// and the closed machine, not yet the token), made while the fetch waits; its second half
+    /// and the rest of the close follow once the fetch's close has returned.
+    #[test]
+    fn a_close_inside_a_fetch_that_finds_a_close_begun_cancels_the_token_before_it_returns() {
+        use std::sync::OnceLock;
+        use std::sync::atomic::{AtomicBool, AtomicU8};
+
+        use super::ToldClosed;
+
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let handle: Arc<OnceLock<Runner>> = Arc::new(OnceLock::new());
+        let go = Arc::new(AtomicBool::new(false));
+        let fetched = Arc::new(AtomicUsize::new(0));
+        // 0: the fetch's close has not returned; 1: it returned with the token cancelled; 2: not.
+        let seen = Arc::new(AtomicU8::new(0));
+        let fetch = {
+            let (handle, go, fetched, seen) =
+                (handle.clone(), go.clone(), fetched.clone(), seen.clone());
+            move |_: Arc<Caller>, _: Target, cancel: CancellationToken| {
+                fetched.fetch_add(1, Ordering::SeqCst);
+                let (handle, go, seen) = (handle.clone(), go.clone(), seen.clone());
+                async move {
+                    while !go.load(Ordering::SeqCst) {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                    if let Some(runner) = handle.get() {
+                        runner.close().await;
+                    }
+                    let cancelled = cancel.is_cancelled();
+                    seen.store(if cancelled { 1 } else { 2 }, Ordering::SeqCst);
+                    Ok::<_, FetchError>(TargetResult {
+                        content: "ok".into(),
+                        meta: Default::default(),
+                    })
+                }
+            }
+        };
+        let (waiting_seen, waiting_fetched) = (seen.clone(), fetched.clone());
+        rt.block_on(async move {
+            let (seen, fetched) = (waiting_seen, waiting_fetched);
+            let runner = Runner::start(Arc::new(MemoryStore::new()), fetch, Config::default())
+                .await
+                .unwrap();
+            assert!(handle.set(runner.clone()).is_ok());
+            let caller = Caller {
+                name: "a".into(),
+                workspace: "a".into(),
+                key_sha256: String::new(),
+            };
+            let targets = (0..3)
+                .map(|i| Target {
+                    url: format!("https://a.test/{i}"),
+                    options: Options::default(),
+                })
+                .collect();
+            runner
+                .submit(caller, CallerClass::Fleet, targets)
+                .await
+                .unwrap();
+            let t0 = Instant::now();
+            while fetched.load(Ordering::SeqCst) == 0 {
+                assert!(t0.elapsed() < Duration::from_secs(30), "no fetch began");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            // A close begun elsewhere, up to where it lets go of the state lock.
+            let inner = runner.inner.clone();
+            let ended = {
+                let mut st = inner.lock();
+                assert!(!inner.closing.swap(true, Ordering::SeqCst));
+                let ended = st.machine.close(inner.mono());
+                inner.drain(&mut st);
+                ended
+            };
+            assert!(!inner.cancel.is_cancelled());
+            go.store(true, Ordering::SeqCst);
+            let t0 = Instant::now();
+            while seen.load(Ordering::SeqCst) == 0 {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(30),
+                    "the fetch's close never returned"
+                );
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            // The rest of that close.
+            inner.cancel.cancel();
+            inner.wake.notify_waiters();
+            let told = ToldClosed(inner.closed.clone());
+            tokio::spawn(inner.clone().close_now(ended, told))
+                .await
+                .unwrap();
+            runner.close().await;
+        });
+        assert_eq!(
+            seen.load(Ordering::SeqCst),
+            1,
+            "close returned inside the fetch with the fetch token not cancelled"
+        );
+        assert_eq!(
+            fetched.load(Ordering::SeqCst),
+            1,
+            "nothing starts after the close"
+        );
+    }
 }
