@@ -217,6 +217,23 @@ mod tests {
         assert_eq!(back.clone(), e);
     }
 
+    /// Backend errors are equal when their texts are (as after a JSON round trip), and show
+    /// the wrapped error's `Debug`.
+    #[test]
+    fn backend_errors_compare_by_text_and_debug_as_the_wrapped_error() {
+        let full = BackendError::new(std::io::Error::other("disk full"));
+        assert_eq!(full, BackendError::from("disk full".to_owned()));
+        assert_ne!(full, BackendError::from("disk gone".to_owned()));
+        assert_eq!(
+            format!("{full:?}"),
+            format!("{:?}", std::io::Error::other("disk full"))
+        );
+        assert_eq!(
+            format!("{:?}", BackendError::from("x".to_owned())),
+            r#"Message("x")"#
+        );
+    }
+
     /// An error that has a source of its own, like an I/O error inside a library's.
     #[derive(Debug)]
     struct Wrapped(std::io::Error);

@@ -165,6 +165,46 @@ mod tests {
         ttl_secs: 50,
     };
 
+    /// Through rota-core's `impl BatchStore for Arc<S>`, every call answers as the store's own
+    /// (the runner's test wrappers call their inner `Arc<dyn BatchStore>` so).
+    #[tokio::test]
+    async fn an_arc_of_the_store_answers_every_call_as_the_store() {
+        use rota_core::TargetState;
+        let arc = std::sync::Arc::new(MemoryStore::new());
+        let s: &dyn BatchStore = &arc;
+        for (id, key, n) in [("a", "k", 2), ("b", "k2", 1)] {
+            let job = new_job(id, "c", key, n, 10);
+            assert_eq!(s.admit(&job, &CAPS).await.unwrap(), Admission::Created);
+        }
+        assert_eq!(s.live_jobs(Some("c")).await.unwrap(), 2);
+        assert_eq!(s.live_jobs(Some("d")).await.unwrap(), 0);
+        assert_eq!(s.job("a").await.unwrap().unwrap().targets_total, 2);
+        assert_eq!(s.job("zz").await.unwrap(), None);
+        assert_eq!(s.targets("a").await.unwrap().len(), 2);
+        assert_eq!(s.view("b").await.unwrap().unwrap().1.len(), 1);
+        let row = s.start_target("a", 0, 11).await.unwrap().unwrap();
+        assert_eq!(row.status, TargetState::Running);
+        assert_eq!(s.start_target("zz", 0, 11).await.unwrap(), None);
+        let done = TargetWrite::Done {
+            result: "r".repeat(100),
+        };
+        assert!(s.finish_target("a", 0, &done, 12, None).await.unwrap());
+        assert!(!s.finish_target("zz", 0, &done, 12, None).await.unwrap());
+        assert!(s.touch("a", 13).await.unwrap());
+        assert!(!s.touch("zz", 13).await.unwrap());
+        assert!(s.set_status("a", JobStatus::Done, "", 14).await.unwrap());
+        assert!(!s.set_status("zz", JobStatus::Done, "", 14).await.unwrap());
+        let bytes = s.total_bytes().await.unwrap();
+        assert_eq!(bytes, BatchStore::total_bytes(&*arc).await.unwrap());
+        assert!(bytes > 100, "{bytes}");
+        // b was queued: failed now; then both are terminal.
+        assert_eq!(s.recover("interrupted", 15).await.unwrap(), 1);
+        assert_eq!(s.live_jobs(None).await.unwrap(), 0);
+        assert_eq!(s.evict(bytes - 1).await.unwrap(), 1);
+        assert_eq!(s.sweep(1_000, CAPS.ttl_secs).await.unwrap(), 1);
+        assert_eq!(s.total_bytes().await.unwrap(), 0);
+    }
+
     /// A deterministic random walk over every operation keeps every index equal to a recount.
     #[test]
     fn indexes_match_a_recount_after_every_operation() {
