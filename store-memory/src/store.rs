@@ -360,12 +360,22 @@ mod tests {
     #[tokio::test]
     async fn debug_shows_counts_not_rows() {
         let store = MemoryStore::new();
-        let job = new_job("a1", "alice", "k", 1, 10);
-        store.admit(&job, &CAPS).await.unwrap();
+        for (id, key) in [("a1", "k"), ("a2", "k2")] {
+            store
+                .admit(&new_job(id, "alice", key, 1, 10), &CAPS)
+                .await
+                .unwrap();
+        }
+        assert!(
+            store
+                .set_status("a2", JobStatus::Done, "", 11)
+                .await
+                .unwrap()
+        );
         let shown = format!("{store:?}");
         assert_eq!(
             shown,
-            "MemoryStore { jobs: 1, live_jobs: 1, total_bytes: 4 }"
+            "MemoryStore { jobs: 2, live_jobs: 1, total_bytes: 8 }"
         );
         assert!(!shown.contains("u0"));
     }
