@@ -224,6 +224,26 @@ impl fmt::Debug for Config {
 mod tests {
     use super::*;
 
+    /// `Debug` shows the settings, and not the hooks or the clock (trait objects the embedder
+    /// made).
+    #[test]
+    fn debug_shows_the_settings() {
+        let shown = format!(
+            "{:?}",
+            Config {
+                workers: 2,
+                max_bytes: 77,
+                ..Config::default()
+            }
+        );
+        assert!(shown.starts_with("Config { ttl: "), "{shown}");
+        assert!(
+            shown.contains("workers: 2, max_bytes: 77, retry_wait: "),
+            "{shown}"
+        );
+        assert!(shown.ends_with(", .. }"), "{shown}");
+    }
+
     #[test]
     fn defaults_are_the_spec_values() {
         let c = Config::default();
