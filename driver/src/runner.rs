@@ -1349,6 +1349,18 @@ mod tests {
     use super::{Config, Runner};
     use crate::FetchError;
 
+    /// Waits (up to 30 s, then fails) until `cond` holds, looking every millisecond.
+    async fn wait_until(what: &str, cond: impl Fn() -> bool) {
+        let t0 = Instant::now();
+        while !cond() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "timed out waiting until {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
     /// A submit whose store answers in one poll ends in that poll, also from a task and waking
     /// an idle worker (handed to the runtime's other thread, not run after a yield of the
     /// caller): a caller that gives it up unfinished (a `select!`) has made no job. The test
@@ -1381,14 +1393,10 @@ mod tests {
             let runner = Runner::start(Arc::new(MemoryStore::new()), fetch, config)
                 .await
                 .unwrap();
-            let t0 = Instant::now();
-            while runner.inner.idle.load(Ordering::SeqCst) != 1 {
-                assert!(
-                    t0.elapsed() < Duration::from_secs(30),
-                    "the worker never idled"
-                );
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
+            wait_until("the worker idles", || {
+                runner.inner.idle.load(Ordering::SeqCst) == 1
+            })
+            .await;
             let submitter = runner.clone();
             let ready = tokio::spawn(async move {
                 let submit = submitter.submit(
@@ -1408,14 +1416,10 @@ mod tests {
             })
             .await
             .unwrap();
-            let t0 = Instant::now();
-            while fetched.load(Ordering::SeqCst) == 0 {
-                assert!(
-                    t0.elapsed() < Duration::from_secs(30),
-                    "the worker never woke"
-                );
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
+            wait_until("the woken worker fetches", || {
+                fetched.load(Ordering::SeqCst) != 0
+            })
+            .await;
             runner.close().await;
             ready
         });
@@ -1489,11 +1493,7 @@ mod tests {
                 .submit(caller, CallerClass::Fleet, targets)
                 .await
                 .unwrap();
-            let t0 = Instant::now();
-            while fetched.load(Ordering::SeqCst) == 0 {
-                assert!(t0.elapsed() < Duration::from_secs(30), "no fetch began");
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
+            wait_until("a fetch begins", || fetched.load(Ordering::SeqCst) != 0).await;
             // A close begun elsewhere, up to where it lets go of the state lock.
             let inner = runner.inner.clone();
             let ended = {
@@ -1505,14 +1505,10 @@ mod tests {
             };
             assert!(!inner.cancel.is_cancelled());
             go.store(true, Ordering::SeqCst);
-            let t0 = Instant::now();
-            while seen.load(Ordering::SeqCst) == 0 {
-                assert!(
-                    t0.elapsed() < Duration::from_secs(30),
-                    "the fetch's close never returned"
-                );
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
+            wait_until("the fetch's close returns", || {
+                seen.load(Ordering::SeqCst) != 0
+            })
+            .await;
             // The rest of that close.
             inner.cancel.cancel();
             inner.wake.notify_waiters();
