@@ -868,22 +868,27 @@ impl Inner {
     /// fetch token and wakes the idle workers, which then stop. `None` if a close had begun:
     /// the machine is closed and the token cancelled all the same when this returns.
     fn begin_close(&self) -> Option<Vec<Terminal>> {
-        let ended = {
-            let mut st = self.lock();
-            // Marked under the lock that closes the machine, so that a close that finds the
-            // mark finds the machine closed.
-            if self.closing.swap(true, Ordering::SeqCst) {
-                drop(st);
-                // The first close may not have cancelled it yet.
-                self.cancel.cancel();
-                return None;
-            }
-            let ended = st.machine.close(self.mono());
-            self.drain(&mut st);
-            ended
+        let Some(ended) = self.close_machine() else {
+            // The first close may not have cancelled it yet.
+            self.cancel.cancel();
+            return None;
         };
         self.cancel.cancel();
         self.wake.notify_waiters();
+        Some(ended)
+    }
+
+    /// The part of [`begin_close`](Inner::begin_close) under the state lock: marks the close
+    /// begun and closes the machine, returning the jobs it ended; `None` if a close had begun.
+    fn close_machine(&self) -> Option<Vec<Terminal>> {
+        let mut st = self.lock();
+        // Marked under the lock that closes the machine, so that a close that finds the mark
+        // finds the machine closed.
+        if self.closing.swap(true, Ordering::SeqCst) {
+            return None;
+        }
+        let ended = st.machine.close(self.mono());
+        self.drain(&mut st);
         Some(ended)
     }
 
@@ -1429,9 +1434,10 @@ mod tests {
     /// A close from inside a fetch that finds a close begun elsewhere returns only with the
     /// fetch token cancelled, even when that close has not cancelled it yet (it does so after
     /// it lets go of the state lock): the fetch, returning at once, then sees it cancelled. The
-    /// close begun elsewhere is this test's own first half of [`Inner::begin_close`] (the mark
-    /// and the closed machine, not yet the token), made while the fetch waits; its second half
-    /// and the rest of the close follow once the fetch's close has returned.
+    /// close begun elsewhere is [`Inner::close_machine`], the first half of
+    /// [`Inner::begin_close`] (the mark and the closed machine, not yet the token), made while
+    /// the fetch waits; its second half and the rest of the close follow once the fetch's
+    /// close has returned.
     #[test]
     fn a_close_inside_a_fetch_that_finds_a_close_begun_cancels_the_token_before_it_returns() {
         use std::sync::OnceLock;
@@ -1496,13 +1502,7 @@ mod tests {
             wait_until("a fetch begins", || fetched.load(Ordering::SeqCst) != 0).await;
             // A close begun elsewhere, up to where it lets go of the state lock.
             let inner = runner.inner.clone();
-            let ended = {
-                let mut st = inner.lock();
-                assert!(!inner.closing.swap(true, Ordering::SeqCst));
-                let ended = st.machine.close(inner.mono());
-                inner.drain(&mut st);
-                ended
-            };
+            let ended = inner.close_machine().unwrap();
             assert!(!inner.cancel.is_cancelled());
             go.store(true, Ordering::SeqCst);
             wait_until("the fetch's close returns", || {
