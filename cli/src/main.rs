@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use tracing::Subscriber;
-use tracing_subscriber::filter::{Directive, FilterExt, LevelFilter, filter_fn};
+use tracing_subscriber::filter::{FilterExt, LevelFilter, filter_fn};
 use tracing_subscriber::layer::{Filter, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -35,19 +35,13 @@ where
     quieted(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")))
 }
 
-/// `env` with the [`QUIET`] crates off. Off twice: a directive per crate, so that their
-/// records are not even built; and a filter on the record's target, which a directive for one
-/// of their modules in `RUST_LOG` (more specific, so it would win over the crate's) cannot
-/// turn back on.
-fn quieted<S>(mut env: EnvFilter) -> impl Filter<S>
+/// `env` with the [`QUIET`] crates off: a filter on the record's target, which a directive
+/// for one of their modules in `RUST_LOG` cannot turn back on. It tells `tracing` it never
+/// wants their callsites, so that their records are not even built.
+fn quieted<S>(env: EnvFilter) -> impl Filter<S>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
-    for krate in QUIET {
-        if let Ok(d) = format!("{krate}=off").parse::<Directive>() {
-            env = env.add_directive(d);
-        }
-    }
     // The records' target is known only as each one comes; the level limit stays RUST_LOG's,
     // so that tracing and `log` still skip what it turns off without building it.
     let limit = <EnvFilter as Filter<S>>::max_level_hint(&env).unwrap_or(LevelFilter::TRACE);
@@ -114,35 +108,77 @@ fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use tracing::{Level, enabled};
+    use std::io;
+    use std::sync::{Arc, Mutex};
+
+    use tracing::{Level, event};
 
     use super::*;
 
-    /// A subscriber that logs nothing, with [`quieted`]`(env)` as its one layer's filter.
-    fn with_filter(env: &str) -> impl Subscriber + Send + Sync {
-        tracing_subscriber::registry().with(
+    /// What a subscriber with [`quieted`]`(env)` as its one layer's filter writes while
+    /// `emit` runs, as text.
+    ///
+    /// Records are emitted and their output read, rather than asked about with `enabled!`: a
+    /// callsite's interest is shared by every subscriber alive in the process (the other
+    /// tests' run on other threads at the same time), and when those differ, `enabled!`
+    /// answers with the registry's "any per-layer filter enabled it", which with one filter
+    /// is true even when that filter refused. An emitted record is checked against this
+    /// subscriber's own filter before it is written.
+    fn logged(env: &str, emit: impl FnOnce()) -> String {
+        #[derive(Clone)]
+        struct Capture(Arc<Mutex<Vec<u8>>>);
+        impl io::Write for Capture {
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                self.0
+                    .lock()
+                    .map_err(|_| io::Error::other("poisoned"))?
+                    .extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let out = Capture(Arc::new(Mutex::new(Vec::new())));
+        let writer = out.clone();
+        let subscriber = tracing_subscriber::registry().with(
             tracing_subscriber::fmt::layer()
-                .with_writer(std::io::sink)
+                .with_writer(move || writer.clone())
+                .with_ansi(false)
                 .with_filter(quieted(EnvFilter::new(env))),
-        )
+        );
+        tracing::subscriber::with_default(subscriber, emit);
+        let bytes = out.0.lock().map(|b| b.clone()).unwrap_or_default();
+        String::from_utf8_lossy(&bytes).into_owned()
     }
 
     #[test]
     fn the_http_and_tls_stacks_stay_quiet_even_at_trace() {
-        tracing::subscriber::with_default(with_filter("trace"), || {
+        let out = logged("trace", || {
             // Targets whose records name hosts: rustls at debug and trace, its certificate
             // verifier at error (as `log` records turned into events).
-            assert!(!enabled!(target: "rustls::client::hs", Level::ERROR));
-            assert!(!enabled!(
+            event!(target: "rustls::client::hs", Level::ERROR, "rustls-error");
+            event!(
                 target: "rustls_platform_verifier::verification::others",
-                Level::ERROR
-            ));
-            assert!(!enabled!(target: "hyper_util::client::legacy::connect::http", Level::ERROR));
-            assert!(!enabled!(target: "reqwest::connect", Level::ERROR));
+                Level::ERROR,
+                "verifier-error"
+            );
+            event!(target: "hyper_util::client::legacy::connect::http", Level::ERROR, "hyper-error");
+            event!(target: "reqwest::connect", Level::ERROR, "reqwest-error");
             // Everything else still follows RUST_LOG.
-            assert!(enabled!(target: "rota::runner", Level::TRACE));
-            assert!(enabled!(target: "rota_cli::run", Level::DEBUG));
+            event!(target: "rota::runner", Level::TRACE, "runner-trace");
+            event!(target: "rota_cli::run", Level::DEBUG, "run-debug");
         });
+        for quiet in [
+            "rustls-error",
+            "verifier-error",
+            "hyper-error",
+            "reqwest-error",
+        ] {
+            assert!(!out.contains(quiet), "{quiet} logged:\n{out}");
+        }
+        assert!(out.contains("runner-trace"), "{out}");
+        assert!(out.contains("run-debug"), "{out}");
     }
 
     /// A directive for one of their modules, more specific than the crate's, does not bring
@@ -151,13 +187,22 @@ mod tests {
     fn a_directive_for_one_of_their_modules_keeps_them_quiet() {
         let env = "warn,hyper_util::client::legacy::connect::http=trace,reqwest::connect=trace,\
                    rustls::client=trace,rota::runner=debug";
-        tracing::subscriber::with_default(with_filter(env), || {
-            assert!(!enabled!(target: "hyper_util::client::legacy::connect::http", Level::DEBUG));
-            assert!(!enabled!(target: "reqwest::connect", Level::DEBUG));
-            assert!(!enabled!(target: "rustls::client::hs", Level::ERROR));
-            assert!(enabled!(target: "rota::runner", Level::DEBUG));
-            assert!(!enabled!(target: "rota::runner", Level::TRACE));
+        let out = logged(env, || {
+            event!(target: "hyper_util::client::legacy::connect::http", Level::DEBUG, "hyper-debug");
+            event!(target: "reqwest::connect", Level::DEBUG, "reqwest-debug");
+            event!(target: "rustls::client::hs", Level::ERROR, "rustls-error");
+            event!(target: "rota::runner", Level::DEBUG, "runner-debug");
+            event!(target: "rota::runner", Level::TRACE, "runner-trace");
         });
+        for quiet in [
+            "hyper-debug",
+            "reqwest-debug",
+            "rustls-error",
+            "runner-trace",
+        ] {
+            assert!(!out.contains(quiet), "{quiet} logged:\n{out}");
+        }
+        assert!(out.contains("runner-debug"), "{out}");
     }
 
     /// The filter keeps RUST_LOG's level limit, which lets tracing and `log` skip a record
