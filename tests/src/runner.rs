@@ -738,6 +738,13 @@ pub struct LogCapture {
 impl LogCapture {
     /// Starts capturing.
     pub fn start() -> LogCapture {
+        // While exactly one subscriber is registered in the process, tracing-core decides a
+        // callsite's interest, when some thread first reaches it, from that thread's default
+        // subscriber, not the registered one (tokio-rs/tracing#3611): a worker of another
+        // test, with no subscriber, would fix "never" on a line this capture waits for. A
+        // second, silent subscriber kept registered for the process takes it off that path.
+        static SILENT: OnceLock<tracing::Dispatch> = OnceLock::new();
+        SILENT.get_or_init(|| tracing::Dispatch::new(Silent));
         let buf = LogBuf::default();
         let sub = tracing_subscriber::fmt()
             .with_writer(buf.clone())
@@ -749,6 +756,32 @@ impl LogCapture {
             buf,
         }
     }
+}
+
+/// A subscriber that wants nothing; see [`LogCapture::start`].
+struct Silent;
+
+impl tracing::Subscriber for Silent {
+    fn register_callsite(
+        &self,
+        _: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        tracing::subscriber::Interest::never()
+    }
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        Some(tracing::level_filters::LevelFilter::OFF)
+    }
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        false
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, _: &tracing::Event<'_>) {}
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
 }
 
 // ---- helpers: stores ----------------------------------------------------------------------

@@ -3,13 +3,14 @@
 use std::sync::Arc;
 
 use rota_store_memory::MemoryStore;
+use rota_tests::runner::TestResult;
 
 rota_tests::runner_tests!(sync || (Arc::new(MemoryStore::new()), ()));
 
 /// `Runner::start` on a tokio runtime built without timers is refused with an error that says
 /// so (a worker sleeps until a busy target is due again, which would panic there).
 #[test]
-fn start_refuses_a_runtime_without_timers() -> rota_tests::runner::TestResult {
+fn start_refuses_a_runtime_without_timers() -> TestResult {
     use rota::{Config, Runner};
     use rota_tests::runner::Probe;
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -31,7 +32,7 @@ fn start_refuses_a_runtime_without_timers() -> rota_tests::runner::TestResult {
 /// answers at once with an error, rather than panicking or never answering: its workers are
 /// tokio tasks.
 #[test]
-fn start_outside_a_tokio_runtime_is_an_error() -> rota_tests::runner::TestResult {
+fn start_outside_a_tokio_runtime_is_an_error() -> TestResult {
     use std::task::{Context, Poll, Waker};
 
     use rota::{Config, Runner};
@@ -521,5 +522,32 @@ async fn idle_workers_sleep_until_the_next_retry_without_waking() -> rota_tests:
     );
     assert_eq!(fetched.load(Ordering::SeqCst), 1, "fetched once, not again");
     runner.close().await;
+    Ok(())
+}
+
+/// A [`LogCapture`](rota_tests::runner::LogCapture) sees a record whose callsite was first
+/// reached on another thread, one without a subscriber, while the capture was the only
+/// subscriber in the process. tracing-core then decides the callsite's interest from the
+/// reaching thread's own default (none: "never") and keeps it (tokio-rs/tracing#3611), so a
+/// runner test's log check could miss a line another test's worker happened to reach first.
+/// The capture keeps a second, silent subscriber registered for the process, which takes
+/// tracing-core off that path. (Run alone, this test fails without it; beside other capture
+/// tests it may pass either way.)
+#[test]
+fn a_capture_sees_a_record_first_reached_on_a_thread_without_one() -> TestResult {
+    fn log_line(who: &str) {
+        tracing::info!(who, "line first reached elsewhere");
+    }
+    let logs = rota_tests::runner::LogCapture::start();
+    std::thread::spawn(|| log_line("other"))
+        .join()
+        .map_err(|_| "the other thread panicked")?;
+    log_line("capture");
+    let text = logs.buf.text();
+    assert!(text.contains("who=\"capture\""), "not captured: {text:?}");
+    assert!(
+        !text.contains("who=\"other\""),
+        "another thread's record: {text:?}"
+    );
     Ok(())
 }
