@@ -37,7 +37,8 @@ where
 
 /// `env` with the [`QUIET`] crates off: a filter on the record's target, which a directive
 /// for one of their modules in `RUST_LOG` cannot turn back on. It tells `tracing` it never
-/// wants their callsites, so that their records are not even built.
+/// wants their callsites, so that their events are not even built (their `log` records, which
+/// have no callsite, are built up to RUST_LOG's level and dropped here).
 fn quieted<S>(env: EnvFilter) -> impl Filter<S>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
