@@ -1431,6 +1431,81 @@ mod tests {
         assert!(first_poll, "the submit did not end in its first poll");
     }
 
+    /// A worker a submit wakes runs on another thread while the submitting task goes on
+    /// holding its own: the submit hands the woken worker on ([`hand_on_woken_workers`])
+    /// rather than leave it in that thread's next-task slot, which no other thread may take.
+    /// Here the submitting task blocks its thread (a caller doing synchronous work after its
+    /// submit) until the target is fetched, for at most 30 s; a worker left in the slot would
+    /// wait out those 30 s.
+    #[test]
+    fn a_worker_a_submit_wakes_runs_while_the_submitting_task_keeps_its_thread() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let fetched = Arc::new(AtomicUsize::new(0));
+        let counted = fetched.clone();
+        let fetch = move |_: Arc<Caller>, _: Target, _: CancellationToken| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async {
+                Ok::<_, FetchError>(TargetResult {
+                    content: "ok".into(),
+                    meta: Default::default(),
+                })
+            }
+        };
+        let seen_while_held = rt.block_on(async move {
+            let config = Config {
+                workers: 1,
+                ..Config::default()
+            };
+            let runner = Runner::start(Arc::new(MemoryStore::new()), fetch, config)
+                .await
+                .unwrap();
+            wait_until("the worker idles", || {
+                runner.inner.idle.load(Ordering::SeqCst) == 1
+            })
+            .await;
+            let submitter = runner.clone();
+            let watched = fetched.clone();
+            let seen = tokio::spawn(async move {
+                submitter
+                    .submit(
+                        Caller {
+                            name: "a".into(),
+                            workspace: "a".into(),
+                            key_sha256: String::new(),
+                        },
+                        CallerClass::Fleet,
+                        vec![Target {
+                            url: "https://a.test/1".into(),
+                            options: Options::default(),
+                        }],
+                    )
+                    .await
+                    .unwrap();
+                // Hold this thread, without yielding, until the fetch is seen.
+                let deadline = std::time::Instant::now() + Duration::from_secs(30);
+                while watched.load(Ordering::SeqCst) == 0 {
+                    if std::time::Instant::now() > deadline {
+                        return false;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                true
+            })
+            .await
+            .unwrap();
+            runner.close().await;
+            seen
+        });
+        assert!(
+            seen_while_held,
+            "the woken worker did not fetch while the submitting task held its thread"
+        );
+    }
+
     /// A close from inside a fetch that finds a close begun elsewhere returns only with the
     /// fetch token cancelled, even when that close has not cancelled it yet (it does so after
     /// it lets go of the state lock): the fetch, returning at once, then sees it cancelled. The
