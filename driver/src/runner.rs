@@ -1366,23 +1366,21 @@ mod tests {
         }
     }
 
-    /// A submit whose store answers in one poll ends in that poll, also from a task and waking
-    /// an idle worker (handed to the runtime's other thread, not run after a yield of the
-    /// caller): a caller that gives it up unfinished (a `select!`) has made no job. The test
-    /// waits until the worker is idle (a fixed sleep would let a loaded machine's worker
-    /// still be on its way there, and the submit wake nobody), then sees the woken worker
-    /// fetch the target.
-    #[test]
-    fn a_submit_from_a_task_that_wakes_an_idle_worker_ends_in_one_poll() {
-        let rt = tokio::runtime::Builder::new_multi_thread()
+    /// A runtime of two threads, for the tests of which thread runs a woken worker.
+    fn two_thread_runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
-            .unwrap();
-        let fetched = Arc::new(AtomicUsize::new(0));
-        let counted = fetched.clone();
+            .unwrap()
+    }
+
+    /// A runner of one worker on a memory store whose fetch counts its calls in `fetched` and
+    /// answers at once, returned once that worker idles (so that a submit wakes it; a fixed
+    /// sleep would let a loaded machine's worker still be on its way there).
+    async fn idle_counting_runner(fetched: Arc<AtomicUsize>) -> Runner {
         let fetch = move |_: Arc<Caller>, _: Target, _: CancellationToken| {
-            counted.fetch_add(1, Ordering::SeqCst);
+            fetched.fetch_add(1, Ordering::SeqCst);
             async {
                 Ok::<_, FetchError>(TargetResult {
                     content: "ok".into(),
@@ -1390,33 +1388,50 @@ mod tests {
                 })
             }
         };
-        let first_poll = rt.block_on(async move {
-            let config = Config {
-                workers: 1,
-                ..Config::default()
-            };
-            let runner = Runner::start(Arc::new(MemoryStore::new()), fetch, config)
-                .await
-                .unwrap();
-            wait_until("the worker idles", || {
-                runner.inner.idle.load(Ordering::SeqCst) == 1
-            })
-            .await;
+        let config = Config {
+            workers: 1,
+            ..Config::default()
+        };
+        let runner = Runner::start(Arc::new(MemoryStore::new()), fetch, config)
+            .await
+            .unwrap();
+        wait_until("the worker idles", || {
+            runner.inner.idle.load(Ordering::SeqCst) == 1
+        })
+        .await;
+        runner
+    }
+
+    /// Caller `a`'s job of one target.
+    fn submit_one(
+        runner: &Runner,
+    ) -> impl Future<Output = Result<crate::Submitted, rota_core::SubmitError>> + '_ {
+        runner.submit(
+            Caller {
+                name: "a".into(),
+                workspace: "a".into(),
+                key_sha256: String::new(),
+            },
+            CallerClass::Fleet,
+            vec![Target {
+                url: "https://a.test/1".into(),
+                options: Options::default(),
+            }],
+        )
+    }
+
+    /// A submit whose store answers in one poll ends in that poll, also from a task and waking
+    /// an idle worker (handed to the runtime's other thread, not run after a yield of the
+    /// caller): a caller that gives it up unfinished (a `select!`) has made no job. The test
+    /// sees the woken worker fetch the target.
+    #[test]
+    fn a_submit_from_a_task_that_wakes_an_idle_worker_ends_in_one_poll() {
+        let fetched = Arc::new(AtomicUsize::new(0));
+        let first_poll = two_thread_runtime().block_on(async {
+            let runner = idle_counting_runner(fetched.clone()).await;
             let submitter = runner.clone();
             let ready = tokio::spawn(async move {
-                let submit = submitter.submit(
-                    Caller {
-                        name: "a".into(),
-                        workspace: "a".into(),
-                        key_sha256: String::new(),
-                    },
-                    CallerClass::Fleet,
-                    vec![Target {
-                        url: "https://a.test/1".into(),
-                        options: Options::default(),
-                    }],
-                );
-                let mut submit = std::pin::pin!(submit);
+                let mut submit = std::pin::pin!(submit_one(&submitter));
                 std::future::poll_fn(|cx| Poll::Ready(submit.as_mut().poll(cx).is_ready())).await
             })
             .await
@@ -1432,63 +1447,24 @@ mod tests {
     }
 
     /// A worker a submit wakes runs on another thread while the submitting task goes on
-    /// holding its own: the submit hands the woken worker on ([`hand_on_woken_workers`])
+    /// holding its own: the submit hands the woken worker on ([`super::hand_on_woken_workers`])
     /// rather than leave it in that thread's next-task slot, which no other thread may take.
     /// Here the submitting task blocks its thread (a caller doing synchronous work after its
     /// submit) until the target is fetched, for at most 30 s; a worker left in the slot would
     /// wait out those 30 s.
     #[test]
     fn a_worker_a_submit_wakes_runs_while_the_submitting_task_keeps_its_thread() {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
         let fetched = Arc::new(AtomicUsize::new(0));
-        let counted = fetched.clone();
-        let fetch = move |_: Arc<Caller>, _: Target, _: CancellationToken| {
-            counted.fetch_add(1, Ordering::SeqCst);
-            async {
-                Ok::<_, FetchError>(TargetResult {
-                    content: "ok".into(),
-                    meta: Default::default(),
-                })
-            }
-        };
-        let seen_while_held = rt.block_on(async move {
-            let config = Config {
-                workers: 1,
-                ..Config::default()
-            };
-            let runner = Runner::start(Arc::new(MemoryStore::new()), fetch, config)
-                .await
-                .unwrap();
-            wait_until("the worker idles", || {
-                runner.inner.idle.load(Ordering::SeqCst) == 1
-            })
-            .await;
+        let seen_while_held = two_thread_runtime().block_on(async {
+            let runner = idle_counting_runner(fetched.clone()).await;
             let submitter = runner.clone();
             let watched = fetched.clone();
             let seen = tokio::spawn(async move {
-                submitter
-                    .submit(
-                        Caller {
-                            name: "a".into(),
-                            workspace: "a".into(),
-                            key_sha256: String::new(),
-                        },
-                        CallerClass::Fleet,
-                        vec![Target {
-                            url: "https://a.test/1".into(),
-                            options: Options::default(),
-                        }],
-                    )
-                    .await
-                    .unwrap();
+                submit_one(&submitter).await.unwrap();
                 // Hold this thread, without yielding, until the fetch is seen.
-                let deadline = std::time::Instant::now() + Duration::from_secs(30);
+                let deadline = Instant::now() + Duration::from_secs(30);
                 while watched.load(Ordering::SeqCst) == 0 {
-                    if std::time::Instant::now() > deadline {
+                    if Instant::now() > deadline {
                         return false;
                     }
                     std::thread::sleep(Duration::from_millis(1));
