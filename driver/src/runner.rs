@@ -1580,4 +1580,82 @@ mod tests {
             "nothing starts after the close"
         );
     }
+
+    /// A close called from a worker of another runner is not one from inside a fetch of its
+    /// own: it waits, as any close from outside, until its runner's in-flight fetch has
+    /// returned. (Each runner marks its worker tasks with its own address.) Runner B's fetch
+    /// returns 200 ms after its token is cancelled; runner A's fetch closes B and looks
+    /// whether B's fetch has returned.
+    #[test]
+    fn a_close_from_another_runners_worker_waits_for_the_fetches_in_flight() {
+        use std::sync::atomic::{AtomicBool, AtomicU8};
+
+        let b_started = Arc::new(AtomicUsize::new(0));
+        let b_returned = Arc::new(AtomicBool::new(false));
+        // 0: A's fetch has not looked yet; 1: B's fetch had not returned; 2: it had.
+        let seen = Arc::new(AtomicU8::new(0));
+        two_thread_runtime().block_on(async {
+            let (started, returned) = (b_started.clone(), b_returned.clone());
+            let fetch_b = move |_: Arc<Caller>, _: Target, token: CancellationToken| {
+                started.fetch_add(1, Ordering::SeqCst);
+                let returned = returned.clone();
+                async move {
+                    token.cancelled().await;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    returned.store(true, Ordering::SeqCst);
+                    Err::<TargetResult, _>(FetchError::Other("cancelled".into()))
+                }
+            };
+            let config = Config {
+                workers: 1,
+                ..Config::default()
+            };
+            let b = Runner::start(Arc::new(MemoryStore::new()), fetch_b, config.clone())
+                .await
+                .unwrap();
+            submit_one(&b).await.unwrap();
+            wait_until("B's fetch starts", || b_started.load(Ordering::SeqCst) == 1).await;
+
+            let (closes, returned, looked) = (b.clone(), b_returned.clone(), seen.clone());
+            let fetch_a = move |_: Arc<Caller>, _: Target, _: CancellationToken| {
+                let (b, returned, looked) = (closes.clone(), returned.clone(), looked.clone());
+                async move {
+                    b.close().await;
+                    let v = if returned.load(Ordering::SeqCst) {
+                        2
+                    } else {
+                        1
+                    };
+                    looked.store(v, Ordering::SeqCst);
+                    Ok::<_, FetchError>(TargetResult {
+                        content: "ok".into(),
+                        meta: Default::default(),
+                    })
+                }
+            };
+            let a = Runner::start(Arc::new(MemoryStore::new()), fetch_a, config)
+                .await
+                .unwrap();
+            submit_one(&a).await.unwrap();
+            wait_until("A's fetch looks", || seen.load(Ordering::SeqCst) != 0).await;
+            a.close().await;
+        });
+        assert_eq!(
+            seen.load(Ordering::SeqCst),
+            2,
+            "B's close, called from A's worker, returned before B's fetch had"
+        );
+    }
+
+    /// A runner's `Debug` shows its settings.
+    #[test]
+    fn a_runners_debug_shows_its_config() {
+        two_thread_runtime().block_on(async {
+            let runner = idle_counting_runner(Arc::new(AtomicUsize::new(0))).await;
+            let shown = format!("{runner:?}");
+            assert!(shown.starts_with("Runner {"), "{shown}");
+            assert!(shown.contains("workers: 1"), "{shown}");
+            runner.close().await;
+        });
+    }
 }
