@@ -61,6 +61,12 @@ impl Callers {
     fn distinct(&self) -> usize {
         self.shared.len()
     }
+
+    /// How many jobs have a caller held.
+    #[cfg(test)]
+    pub(crate) fn jobs(&self) -> usize {
+        self.by_job.len()
+    }
 }
 
 #[cfg(test)]

@@ -1658,4 +1658,67 @@ mod tests {
             runner.close().await;
         });
     }
+
+    /// A job cancelled while none of its targets is in flight lets its caller go at once (no
+    /// stored outcome of it is to come, which would); one cancelled with a target in flight,
+    /// once that target's outcome is stored. Job X's first target is held in flight (one
+    /// worker), job Y waits behind it; Y is cancelled, then X.
+    #[test]
+    fn a_cancelled_jobs_caller_is_let_go_once_nothing_of_it_is_in_flight() {
+        use tokio::sync::Semaphore;
+
+        let gate = Arc::new(Semaphore::new(0));
+        let started = Arc::new(AtomicUsize::new(0));
+        two_thread_runtime().block_on(async {
+            let (held, counted) = (gate.clone(), started.clone());
+            let fetch = move |_: Arc<Caller>, _: Target, _: CancellationToken| {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let held = held.clone();
+                async move {
+                    drop(held.acquire().await);
+                    Ok::<_, FetchError>(TargetResult {
+                        content: "ok".into(),
+                        meta: Default::default(),
+                    })
+                }
+            };
+            let config = Config {
+                workers: 1,
+                ..Config::default()
+            };
+            let runner = Runner::start(Arc::new(MemoryStore::new()), fetch, config)
+                .await
+                .unwrap();
+            let callers = || runner.inner.lock().callers.jobs();
+            let x = submit_one(&runner).await.unwrap().id;
+            wait_until("X's target is in flight", || {
+                started.load(Ordering::SeqCst) == 1
+            })
+            .await;
+            let y = runner
+                .submit(
+                    Caller {
+                        name: "b".into(),
+                        workspace: "b".into(),
+                        key_sha256: String::new(),
+                    },
+                    CallerClass::Fleet,
+                    vec![Target {
+                        url: "https://b.test/1".into(),
+                        options: Options::default(),
+                    }],
+                )
+                .await
+                .unwrap()
+                .id;
+            assert_eq!(callers(), 2);
+            assert!(runner.cancel(&y).await);
+            assert_eq!(callers(), 1, "Y's caller is still held after its cancel");
+            assert!(runner.cancel(&x).await);
+            assert_eq!(callers(), 1, "X's caller let go with its target in flight");
+            gate.add_permits(1);
+            wait_until("X's outcome is stored", || callers() == 0).await;
+            runner.close().await;
+        });
+    }
 }
