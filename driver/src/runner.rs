@@ -1375,26 +1375,34 @@ mod tests {
             .unwrap()
     }
 
-    /// A runner of one worker on a memory store whose fetch counts its calls in `fetched` and
-    /// answers at once, returned once that worker idles (so that a submit wakes it; a fixed
-    /// sleep would let a loaded machine's worker still be on its way there).
-    async fn idle_counting_runner(fetched: Arc<AtomicUsize>) -> Runner {
-        let fetch = move |_: Arc<Caller>, _: Target, _: CancellationToken| {
-            fetched.fetch_add(1, Ordering::SeqCst);
-            async {
-                Ok::<_, FetchError>(TargetResult {
-                    content: "ok".into(),
-                    meta: Default::default(),
-                })
-            }
-        };
+    /// A runner of one worker on a memory store, fetching with `fetch`.
+    async fn one_worker(fetch: impl crate::Fetch) -> Runner {
         let config = Config {
             workers: 1,
             ..Config::default()
         };
-        let runner = Runner::start(Arc::new(MemoryStore::new()), fetch, config)
+        Runner::start(Arc::new(MemoryStore::new()), fetch, config)
             .await
-            .unwrap();
+            .unwrap()
+    }
+
+    /// An answer of the tests' fetches.
+    fn ok() -> Result<TargetResult, FetchError> {
+        Ok(TargetResult {
+            content: "ok".into(),
+            meta: Default::default(),
+        })
+    }
+
+    /// A runner of one worker on a memory store whose fetch counts its calls in `fetched` and
+    /// answers at once, returned once that worker idles (so that a submit wakes it; a fixed
+    /// sleep would let a loaded machine's worker still be on its way there).
+    async fn idle_counting_runner(fetched: Arc<AtomicUsize>) -> Runner {
+        let runner = one_worker(move |_: Arc<Caller>, _: Target, _: CancellationToken| {
+            fetched.fetch_add(1, Ordering::SeqCst);
+            async { ok() }
+        })
+        .await;
         wait_until("the worker idles", || {
             runner.inner.idle.load(Ordering::SeqCst) == 1
         })
@@ -1406,15 +1414,23 @@ mod tests {
     fn submit_one(
         runner: &Runner,
     ) -> impl Future<Output = Result<crate::Submitted, rota_core::SubmitError>> + '_ {
+        submit_as(runner, "a")
+    }
+
+    /// Caller `name`'s job of one target, `https://{name}.test/1`.
+    fn submit_as<'a>(
+        runner: &'a Runner,
+        name: &str,
+    ) -> impl Future<Output = Result<crate::Submitted, rota_core::SubmitError>> + 'a {
         runner.submit(
             Caller {
-                name: "a".into(),
-                workspace: "a".into(),
+                name: name.into(),
+                workspace: name.into(),
                 key_sha256: String::new(),
             },
             CallerClass::Fleet,
             vec![Target {
-                url: "https://a.test/1".into(),
+                url: format!("https://{name}.test/1"),
                 options: Options::default(),
             }],
         )
@@ -1603,16 +1619,10 @@ mod tests {
                     token.cancelled().await;
                     tokio::time::sleep(Duration::from_millis(200)).await;
                     returned.store(true, Ordering::SeqCst);
-                    Err::<TargetResult, _>(FetchError::Other("cancelled".into()))
+                    ok()
                 }
             };
-            let config = Config {
-                workers: 1,
-                ..Config::default()
-            };
-            let b = Runner::start(Arc::new(MemoryStore::new()), fetch_b, config.clone())
-                .await
-                .unwrap();
+            let b = one_worker(fetch_b).await;
             submit_one(&b).await.unwrap();
             wait_until("B's fetch starts", || b_started.load(Ordering::SeqCst) == 1).await;
 
@@ -1627,15 +1637,10 @@ mod tests {
                         1
                     };
                     looked.store(v, Ordering::SeqCst);
-                    Ok::<_, FetchError>(TargetResult {
-                        content: "ok".into(),
-                        meta: Default::default(),
-                    })
+                    ok()
                 }
             };
-            let a = Runner::start(Arc::new(MemoryStore::new()), fetch_a, config)
-                .await
-                .unwrap();
+            let a = one_worker(fetch_a).await;
             submit_one(&a).await.unwrap();
             wait_until("A's fetch looks", || seen.load(Ordering::SeqCst) != 0).await;
             a.close().await;
@@ -1676,41 +1681,17 @@ mod tests {
                 let held = held.clone();
                 async move {
                     drop(held.acquire().await);
-                    Ok::<_, FetchError>(TargetResult {
-                        content: "ok".into(),
-                        meta: Default::default(),
-                    })
+                    ok()
                 }
             };
-            let config = Config {
-                workers: 1,
-                ..Config::default()
-            };
-            let runner = Runner::start(Arc::new(MemoryStore::new()), fetch, config)
-                .await
-                .unwrap();
+            let runner = one_worker(fetch).await;
             let callers = || runner.inner.lock().callers.jobs();
             let x = submit_one(&runner).await.unwrap().id;
             wait_until("X's target is in flight", || {
                 started.load(Ordering::SeqCst) == 1
             })
             .await;
-            let y = runner
-                .submit(
-                    Caller {
-                        name: "b".into(),
-                        workspace: "b".into(),
-                        key_sha256: String::new(),
-                    },
-                    CallerClass::Fleet,
-                    vec![Target {
-                        url: "https://b.test/1".into(),
-                        options: Options::default(),
-                    }],
-                )
-                .await
-                .unwrap()
-                .id;
+            let y = submit_as(&runner, "b").await.unwrap().id;
             assert_eq!(callers(), 2);
             assert!(runner.cancel(&y).await);
             assert_eq!(callers(), 1, "Y's caller is still held after its cancel");
