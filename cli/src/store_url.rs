@@ -176,6 +176,21 @@ mod tests {
         );
     }
 
+    /// A file store's kind with no path is refused with an example path of that kind.
+    #[test]
+    fn a_file_store_without_a_path_is_refused_with_an_example_of_its_kind() {
+        for (url, example) in [
+            ("sqlite:", "sqlite:rota.sqlite3"),
+            ("redb:", "redb:rota.redb"),
+        ] {
+            let Err(e) = url.parse::<StoreUrl>() else {
+                panic!("{url} was accepted");
+            };
+            assert!(e.contains("needs a file path"), "{url}: {e}");
+            assert!(e.contains(example), "{url}: {e}");
+        }
+    }
+
     /// The error of opening the store at `url`, which must fail.
     fn open_error(url: &str) -> String {
         url.parse::<StoreUrl>()
