@@ -214,6 +214,30 @@ mod tests {
         }
     }
 
+    /// Only a redb file of schema 2, which `rota upgrade` migrates, is told to run it; one of
+    /// another schema version is refused without that hint.
+    #[test]
+    fn only_a_redb_file_of_schema_2_is_told_to_upgrade() {
+        let tmp = tempfile::tempdir().unwrap();
+        for (version, hinted) in [("2", true), ("999", false)] {
+            let path = tmp.path().join(format!("v{version}.redb"));
+            let db = redb::Database::create(&path).unwrap();
+            let txn = db.begin_write().unwrap();
+            {
+                let meta: redb::TableDefinition<&str, &[u8]> =
+                    redb::TableDefinition::new("rota_meta");
+                let mut t = txn.open_table(meta).unwrap();
+                t.insert("magic", &b"rota-store-redb"[..]).unwrap();
+                t.insert("schema_version", version.as_bytes()).unwrap();
+            }
+            txn.commit().unwrap();
+            drop(db);
+            let e = open_error(&format!("redb:{}", path.display()));
+            assert!(e.contains(&format!("found {version}")), "{e}");
+            assert_eq!(e.contains("upgrade"), hinted, "{e}");
+        }
+    }
+
     /// A store whose directory is a file says so; one under a file, that there is no such
     /// directory; one whose directory could not be looked at (a directory on the way that may
     /// not be searched) gets no word about it, rather than "there is no directory".
