@@ -263,6 +263,38 @@ mod tests {
         assert_eq!(decode_target(7, &encode_target(&t2)).unwrap(), t2);
     }
 
+    fn read_uint(bytes: &[u8]) -> Result<u64, StoreError> {
+        Reader {
+            bytes,
+            what: "test",
+        }
+        .uint()
+    }
+
+    #[test]
+    fn an_integer_of_more_than_64_bits_is_corrupt_not_cut_short() {
+        // u64::MAX takes ten bytes of 7 bits; the tenth holds the one bit left: 1.
+        let mut w = Writer(Vec::new());
+        w.uint(u64::MAX);
+        assert_eq!(w.0.len(), 10);
+        assert_eq!(w.0[9], 1);
+        assert_eq!(read_uint(&w.0).unwrap(), u64::MAX);
+        // A tenth byte of 2 or more would need a 65th bit: shifting it in would drop it.
+        for last in [2, 0x7f] {
+            let mut wide = w.0.clone();
+            wide[9] = last;
+            assert!(
+                matches!(read_uint(&wide), Err(StoreError::Corrupt(m)) if m.contains("overflow")),
+                "tenth byte {last}"
+            );
+        }
+        // An eleventh byte is never read.
+        let mut long = w.0.clone();
+        long[9] = 0x81;
+        long.push(0);
+        assert!(matches!(read_uint(&long), Err(StoreError::Corrupt(m)) if m.contains("overflow")));
+    }
+
     #[test]
     fn every_truncation_and_bad_byte_is_corrupt_not_a_panic() {
         let jb = encode_job(&job());
