@@ -215,8 +215,13 @@ mod tests {
         expected[4000..4200].fill(7);
         expected[12_000..].fill(9);
         assert_eq!(buf, expected);
+        // A shrink to the middle of a written block keeps what lies before the cut, in that
+        // block and the ones before it, and growing again shows zeros after it.
         o.set_len(5000).unwrap();
         o.set_len(9000).unwrap();
+        let mut head = vec![0u8; 5000];
+        o.read(0, &mut head).unwrap();
+        assert_eq!(head, expected[..5000]);
         let mut tail = vec![1u8; 4000];
         o.read(5000, &mut tail).unwrap();
         assert!(tail.iter().all(|&b| b == 0));
