@@ -421,3 +421,27 @@ fn check_meta(path: &Path, overlay: Overlay, accept: &[&str]) -> Result<Database
     drop(txn);
     Ok(db)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_creator_that_loses_the_race_to_link_keeps_the_winners_file_and_leaves_no_temporary_file() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.redb");
+        create(&path).unwrap();
+        let first = fs::metadata(&path).unwrap().ino();
+        // A second creator that found no file, then found the first one's linked in its place.
+        create(&path).unwrap();
+        assert_eq!(fs::metadata(&path).unwrap().ino(), first);
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["s.redb"]);
+        drop(RedbStore::open(&path).unwrap());
+    }
+}
