@@ -493,24 +493,28 @@ pub async fn admit_reuses_only_while_the_lease_is_younger_than_ttl(
 }
 
 /// Should several jobs of a caller and key be reusable, the most recently created one is
-/// returned (here its id sorts first, so the order is by creation, not by id).
+/// returned: checked twice, with the newer job's id sorting before the older one's and then
+/// after it, so that neither an order by id nor a scan's own order passes for it.
 pub async fn admit_reuses_the_most_recently_created_of_several(store: &dyn BatchStore) -> Check {
     let caps = Caps {
         ttl_secs: 10,
         ..ROOMY
     };
-    let old = new_job(9, "alice", "k", 1, T0);
-    created(store, &old, &caps).await?;
-    assert!(store.set_status(&old.id, JobStatus::Done, "", T0).await?);
-    // The old job has expired for reuse, so a new one is created ...
-    created(store, &new_job(1, "alice", "k", 1, T0 + 10), &caps).await?;
-    // ... and a touch makes the old one reusable again: now both are.
-    assert!(store.touch(&old.id, T0 + 11).await?);
-    let probe = new_job(5, "alice", "k", 1, T0 + 12);
-    assert_eq!(
-        store.admit(&probe, &caps).await?,
-        Admission::Reused { id: job_id(1) }
-    );
+    for (old, new, key, probe) in [(9, 1, "k", 5), (2, 8, "k2", 6)] {
+        let old = new_job(old, "alice", key, 1, T0);
+        created(store, &old, &caps).await?;
+        assert!(store.set_status(&old.id, JobStatus::Done, "", T0).await?);
+        // The old job has expired for reuse, so a new one is created ...
+        created(store, &new_job(new, "alice", key, 1, T0 + 10), &caps).await?;
+        // ... and a touch makes the old one reusable again: now both are.
+        assert!(store.touch(&old.id, T0 + 11).await?);
+        let probe = new_job(probe, "alice", key, 1, T0 + 12);
+        assert_eq!(
+            store.admit(&probe, &caps).await?,
+            Admission::Reused { id: job_id(new) },
+            "key {key}"
+        );
+    }
     Ok(())
 }
 
