@@ -749,6 +749,32 @@ async fn verify_finds_a_job_whose_rows_are_in_the_wrong_table() {
     }
 }
 
+#[tokio::test]
+async fn verify_finds_a_job_missing_its_last_target_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    {
+        let s = RedbStore::open(&path).unwrap();
+        s.admit(&new_job(&id(1), 2), &caps()).await.unwrap();
+    }
+    {
+        let db = redb::Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        // Slot 2 holds target 1: what is left is target 0 alone, in its place.
+        txn.open_table(LIVE_ROWS)
+            .unwrap()
+            .remove((id(1).as_str(), 2))
+            .unwrap()
+            .unwrap();
+        txn.commit().unwrap();
+    }
+    let err = RedbStore::open(&path).unwrap().verify().unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Corrupt(m) if m.contains("1 target rows for targets_total 2")),
+        "{err}"
+    );
+}
+
 #[test]
 fn upgrade_refuses_what_open_refuses_and_creates_nothing() {
     let dir = tempfile::tempdir().unwrap();
