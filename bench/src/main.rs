@@ -86,6 +86,14 @@ struct BackendPlan {
     tries: usize,
     /// `tries` for the rows of 10 000 live jobs (each run is 10 000 × `per_job` targets).
     big_tries: usize,
+    /// A row of 10 or 100 live jobs takes no turn that would end past this much time since
+    /// its first began, at the pace of its turns so far, once it has [`MIN_TURNS`]: so that a
+    /// slow spell of the disk (the file stores' runs here at 0.6 of their speed on other days)
+    /// cannot stretch the full run past its 10 minutes. On a usual day every row takes all
+    /// its `tries` but the file stores' rows of 10 000 live jobs.
+    budget: Duration,
+    /// `budget` for the rows of 10 000 live jobs.
+    big_budget: Duration,
     /// Targets of the unreported warm-up (raw and runner) before the backend's first row.
     warm: usize,
 }
@@ -120,6 +128,17 @@ const FAR: u32 = 4;
 
 const LIVE: [usize; 3] = [10, 100, 10_000];
 
+/// The fewest turns a runner row takes, whatever its budget.
+const MIN_TURNS: usize = 3;
+
+/// Whether a row that has taken `done` turns in `elapsed` takes another within `budget`: always
+/// below [`MIN_TURNS`]; after, only if a turn at the mean pace of those so far would end within
+/// the budget.
+fn another_turn(done: usize, elapsed: Duration, budget: Duration) -> bool {
+    done < MIN_TURNS
+        || elapsed.as_secs_f64() * (done as f64 + 1.0) / done as f64 <= budget.as_secs_f64()
+}
+
 /// Live jobs in the `history` rows.
 const HISTORY_LIVE: usize = 10;
 
@@ -139,6 +158,8 @@ fn plan(quick: bool) -> Plan {
                     big: true,
                     tries: 1,
                     big_tries: 1,
+                    budget: Duration::from_secs(30),
+                    big_budget: Duration::from_secs(30),
                     warm: 20_000,
                 },
                 Backend::Sqlite => BackendPlan {
@@ -147,6 +168,8 @@ fn plan(quick: bool) -> Plan {
                     big: false,
                     tries: 1,
                     big_tries: 1,
+                    budget: Duration::from_secs(30),
+                    big_budget: Duration::from_secs(120),
                     warm: 1_000,
                 },
                 Backend::Redb => BackendPlan {
@@ -155,6 +178,8 @@ fn plan(quick: bool) -> Plan {
                     big: false,
                     tries: 1,
                     big_tries: 1,
+                    budget: Duration::from_secs(20),
+                    big_budget: Duration::from_secs(80),
                     warm: 200,
                 },
             },
@@ -180,6 +205,8 @@ fn plan(quick: bool) -> Plan {
                     big: true,
                     tries: 9,
                     big_tries: 9,
+                    budget: Duration::from_secs(30),
+                    big_budget: Duration::from_secs(30),
                     warm: 50_000,
                 },
                 Backend::Sqlite => BackendPlan {
@@ -188,6 +215,8 @@ fn plan(quick: bool) -> Plan {
                     big: true,
                     tries: 11,
                     big_tries: 11,
+                    budget: Duration::from_secs(30),
+                    big_budget: Duration::from_secs(120),
                     warm: 2_000,
                 },
                 Backend::Redb => BackendPlan {
@@ -196,6 +225,8 @@ fn plan(quick: bool) -> Plan {
                     big: true,
                     tries: 7,
                     big_tries: 5,
+                    budget: Duration::from_secs(20),
+                    big_budget: Duration::from_secs(80),
                     warm: 200,
                 },
             },
@@ -416,10 +447,20 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
         let per_job = bp.per_job;
         out.note(&format!(
             "runner {}: jobs of {per_job} targets; each column the median of {} turns \
-             (at 10000 live jobs {}) of raw loop, runner of 1, runner of 2",
+             (at 10000 live jobs {}) of raw loop, runner of 1, runner of 2{}",
             backend.name(),
             bp.tries,
-            bp.big_tries
+            bp.big_tries,
+            if bp.tries.max(bp.big_tries) > MIN_TURNS {
+                format!(
+                    ", or of fewer (never under {MIN_TURNS}) where the next turn would end past \
+                     the row's {} s ({} s) at the pace of its turns so far",
+                    bp.budget.as_secs(),
+                    bp.big_budget.as_secs()
+                )
+            } else {
+                String::new()
+            }
         ));
         let warm = runner::Shape::new(10, per_job, plan.scaled(bp.warm));
         once(backend, |s| async move { runner::raw(&*s, warm, 0).await }).await?;
@@ -441,10 +482,10 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
                 continue;
             }
             let shape = runner::Shape::new(live, per_job, plan.scaled(bp.targets));
-            let tries = if live == 10_000 {
-                bp.big_tries
+            let (tries, budget) = if live == 10_000 {
+                (bp.big_tries, bp.big_budget)
             } else {
-                bp.tries
+                (bp.tries, bp.budget)
             };
             // Each column over `tries` turns of: raw loop, runner of 1, runner of 2; each run's
             // figure, and whether a slow probe came before it (marked `*` in the row's note).
@@ -456,7 +497,11 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
             let mut lags: [Vec<Duration>; 2] = Default::default();
             // The order rotates from turn to turn (raw, 1, 2; then 1, 2, raw; …), so that no
             // column always runs first or last in a turn.
+            let began = Instant::now();
             for turn in 0..tries.max(1) {
+                if !another_turn(turn, began.elapsed(), budget) {
+                    break;
+                }
                 for j in 0..turns.len() {
                     let col = (turn + j) % turns.len();
                     // Not on redb: after its runs the probe's threads share the cores with
@@ -489,9 +534,11 @@ async fn runner_rows(out: &Out, plan: &Plan) -> Result<(), StoreError> {
             }
             let spread: Vec<String> = turns.iter_mut().map(|t| spread(t)).collect();
             out.note(&format!(
-                "runner {} at {live} live: over {} turns, raw {}; runner of 1 {}; runner of 2 {}",
+                "runner {} at {live} live: over {} turns ({:.0} s), raw {}; runner of 1 {}; \
+                 runner of 2 {}",
                 backend.name(),
-                tries.max(1),
+                turns[0].len(),
+                began.elapsed().as_secs_f64(),
                 spread[0],
                 spread[1],
                 spread[2]
@@ -639,7 +686,24 @@ mod tests {
     use clap::Parser;
     use clap::error::ErrorKind;
 
-    use super::Args;
+    use std::time::Duration;
+
+    use super::{Args, MIN_TURNS, another_turn};
+
+    #[test]
+    fn a_row_takes_another_turn_only_if_it_would_end_within_the_budget() {
+        let s = Duration::from_secs;
+        // Below the least, whatever the time spent.
+        for done in 0..MIN_TURNS {
+            assert!(another_turn(done, s(1_000), s(10)), "{done}");
+        }
+        // Three turns of 10 s: a fourth would end at 40 s.
+        assert!(another_turn(3, s(30), s(40)));
+        assert!(!another_turn(3, s(30), s(39)));
+        // Turns of 2.5 s: the ninth would end at 22.5 s.
+        assert!(another_turn(8, s(20), s(23)));
+        assert!(!another_turn(8, s(20), s(22)));
+    }
 
     #[test]
     fn the_flags_pick_rows_and_sizes() {
