@@ -762,6 +762,23 @@ fn every_store_keeps_its_temporary_data_in_memory() {
     }
 }
 
+#[test]
+fn every_store_caches_up_to_its_page_cache_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = SqliteStore::open(dir.path().join("rota.sqlite")).unwrap();
+    let memory = SqliteStore::open_in_memory().unwrap();
+    for s in [&file, &memory] {
+        let size: i64 = s
+            .db()
+            .conn
+            .query_row("PRAGMA cache_size", [], |r| r.get(0))
+            .unwrap();
+        // Negative: KiB, not pages.
+        assert_eq!(size, -i64::from(crate::open::CACHE_KIB));
+    }
+    assert_eq!(crate::open::CACHE_KIB, 65_536);
+}
+
 /// A sweep whose batch is undone (the transaction rolled back after it deleted) raised the
 /// lease floor past the jobs that are back: the floor is published as unknown until the tally
 /// is read afresh, so the next sweep goes to the connection and deletes them.
