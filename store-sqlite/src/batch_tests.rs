@@ -773,10 +773,9 @@ fn every_store_caches_up_to_its_page_cache_size() {
             .conn
             .query_row("PRAGMA cache_size", [], |r| r.get(0))
             .unwrap();
-        // Negative: KiB, not pages.
-        assert_eq!(size, -i64::from(crate::open::CACHE_KIB));
+        // Negative: KiB, not pages; 64 MiB, as the README says.
+        assert_eq!(size, -65_536);
     }
-    assert_eq!(crate::open::CACHE_KIB, 65_536);
 }
 
 /// A sweep whose batch is undone (the transaction rolled back after it deleted) raised the

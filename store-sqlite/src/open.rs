@@ -69,7 +69,7 @@ const STATEMENT_CACHE: usize = 64;
 /// each job's rows once a round, and SQLite's default of 2 MiB holds fewer pages than 10 000
 /// live jobs of 8 targets have: 64 MiB made the bench's SQLite rows at 10 000 live jobs 7–13 %
 /// faster, raw loop and runner alike (bench/RESULTS.md, *2026-12-06, late*).
-pub(crate) const CACHE_KIB: u32 = 64 * 1024;
+const CACHE_KIB: u32 = 64 * 1024;
 
 /// The files a [`crate::SqliteStore`] holds open in this process.
 static OPEN: Mutex<BTreeSet<Key>> = Mutex::new(BTreeSet::new());
@@ -534,6 +534,8 @@ fn tune(conn: &Connection, sync: Synchronous) -> Result<(), StoreError> {
     };
     conn.execute_batch(&format!("PRAGMA synchronous = {level};"))
         .map_err(ctx("setting synchronous"))?;
+    conn.execute_batch(&format!("PRAGMA cache_size = -{CACHE_KIB};"))
+        .map_err(ctx("sizing the page cache"))?;
     // The sub-journal of the group commit's savepoints (made when a batch runs again after a
     // failed write: the first image of each page a write in a savepoint changes again) stays
     // in memory: by default SQLite spills one over 64 KiB
@@ -542,8 +544,6 @@ fn tune(conn: &Connection, sync: Synchronous) -> Result<(), StoreError> {
     // SQLite runner at 10 000 live jobs, 0.5 % in memory); and a batch would fail where that
     // directory is full or not writable. A savepoint holds one write's pages, and the store
     // makes no temporary tables.
-    conn.execute_batch(&format!("PRAGMA cache_size = -{CACHE_KIB};"))
-        .map_err(ctx("sizing the page cache"))?;
     conn.execute_batch("PRAGMA temp_store = MEMORY;")
         .map_err(ctx("keeping temporary data in memory"))?;
     conn.busy_timeout(BUSY_TIMEOUT)
