@@ -748,33 +748,20 @@ fn a_batch_whose_savepoint_rewrites_many_pages_writes_no_temporary_file() {
 }
 
 #[test]
-fn every_store_keeps_its_temporary_data_in_memory() {
+fn every_store_keeps_its_temporary_data_in_memory_and_a_page_cache_of_64_mib() {
     let dir = tempfile::tempdir().unwrap();
     let file = SqliteStore::open(dir.path().join("rota.sqlite")).unwrap();
     let memory = SqliteStore::open_in_memory().unwrap();
     for s in [&file, &memory] {
-        let mode: i64 = s
-            .db()
-            .conn
-            .query_row("PRAGMA temp_store", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(mode, 2, "MEMORY");
-    }
-}
-
-#[test]
-fn every_store_caches_up_to_its_page_cache_size() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = SqliteStore::open(dir.path().join("rota.sqlite")).unwrap();
-    let memory = SqliteStore::open_in_memory().unwrap();
-    for s in [&file, &memory] {
-        let size: i64 = s
-            .db()
-            .conn
-            .query_row("PRAGMA cache_size", [], |r| r.get(0))
-            .unwrap();
+        let pragma = |name: &str| -> i64 {
+            s.db()
+                .conn
+                .query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
+                .unwrap()
+        };
+        assert_eq!(pragma("temp_store"), 2, "MEMORY");
         // Negative: KiB, not pages; 64 MiB, as the README says.
-        assert_eq!(size, -65_536);
+        assert_eq!(pragma("cache_size"), -65_536);
     }
 }
 
