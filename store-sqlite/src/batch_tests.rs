@@ -198,8 +198,12 @@ fn a_panicking_write_fails_its_batch_and_the_store_goes_on() {
         ],
     );
     // x ran before the panic and is rolled back with it; y was not run (its thread may have
-    // led a batch of its own after the panic: either way nothing of x is stored).
-    assert!(got[0].is_err() && got[1].is_err(), "{got:?}");
+    // led a batch of its own after the panic: either way nothing of x is stored). Both are
+    // told of the panic (their answers filed as the batch unwound), not of a write lost.
+    for r in &got[..2] {
+        let e = r.as_ref().unwrap_err().to_string();
+        assert!(e.contains("(a panic)"), "{e}");
+    }
     assert_eq!(block_on(s.job(&job("x", "").id)).unwrap(), None);
     let y_stored = block_on(s.job(&job("y", "").id)).unwrap().is_some();
     assert_eq!(y_stored, got[2].is_ok(), "{got:?}");
@@ -290,6 +294,12 @@ fn a_write_whose_failure_rolled_back_the_transaction_takes_the_writes_before_it_
     assert!(
         matches!(got[0], Err(rota_core::StoreError::Backend { .. })),
         "{got:?}"
+    );
+    // x's error names the write that failed, and why.
+    let e = got[0].as_ref().unwrap_err().to_string();
+    assert!(
+        e.contains("rolled back with a failed write") && e.contains("conflict: rolled back"),
+        "{e}"
     );
     assert!(
         matches!(got[1], Err(rota_core::StoreError::Conflict(_))),
