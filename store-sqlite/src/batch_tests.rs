@@ -314,6 +314,37 @@ fn a_write_whose_failure_rolled_back_the_transaction_takes_the_writes_before_it_
 }
 
 #[test]
+fn a_batch_that_cannot_read_its_tally_fails_its_writes_with_that_error() {
+    let s = SqliteStore::open_in_memory().unwrap();
+    // A write that commits the transaction under its batch and renames the jobs table (as a
+    // damaged file would lose it), then fails: the tally is to be read afresh, and cannot be.
+    let broke = s.write(|conn, _| -> Result<(), rota_core::StoreError> {
+        conn.execute_batch("COMMIT; ALTER TABLE jobs RENAME TO gone")
+            .map_err(ctx("test"))?;
+        Err(rota_core::StoreError::Conflict("broke it".into()))
+    });
+    assert!(
+        matches!(broke, Err(rota_core::StoreError::Conflict(_))),
+        "{broke:?}"
+    );
+    // The next write is told why it was not run.
+    let e = block_on(s.admit(&job("x", "xena"), &CAPS))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("summing the stored bytes"), "{e}");
+    // With the table back, the store goes on.
+    s.db()
+        .conn
+        .execute_batch("ALTER TABLE gone RENAME TO jobs")
+        .unwrap();
+    assert_eq!(
+        block_on(s.admit(&job("x", "xena"), &CAPS)),
+        Ok(Admission::Created)
+    );
+    assert_tally_true(&s);
+}
+
+#[test]
 fn a_write_is_answered_ok_exactly_when_it_is_stored() {
     let s = Arc::new(SqliteStore::open_in_memory().unwrap());
     // The first write ends its transaction; the next must not run outside one (its
