@@ -9,7 +9,7 @@ use std::time::Duration;
 use rota_core::{Admission, BatchStore, CallerClass, Caps, JobStatus, NewJob, TargetWrite};
 
 use crate::SqliteStore;
-use crate::batch::{Op, Slot};
+use crate::batch::{MAX_BATCH, Op, Slot};
 use crate::error::ctx;
 use crate::ops::{self, Tally};
 use crate::store::SPIN_FOR;
@@ -475,6 +475,37 @@ fn a_write_answered_by_another_threads_batch_is_in_the_total_its_evict_reads() {
     let total = held.tally().unwrap().bytes;
     assert!(total >= before + 2000);
     assert_eq!(s.published.bytes(), total);
+}
+
+#[test]
+fn a_batch_takes_the_writes_queued_while_it_runs_up_to_its_most() {
+    let s = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let commits = s.queue.commits();
+    let mut held = s.db();
+    // The batch's first write queues MAX_BATCH + 6 more while it runs, as other threads would.
+    let later: Vec<Arc<Slot<()>>> = (0..MAX_BATCH + 6).map(|_| Slot::new()).collect();
+    let first = Slot::new();
+    let (s2, later2) = (s.clone(), later.clone());
+    s.queue.push(Op::boxed(
+        move |_, _| {
+            for slot in &later2 {
+                s2.queue.push(Op::boxed(|_, _| Ok(()), slot));
+            }
+            Ok(())
+        },
+        &first,
+    ));
+    // One batch, one commit: the first write and the first MAX_BATCH − 1 queued after it.
+    assert!(s.queue.lead(&mut held, &s.published));
+    assert_eq!(first.take(), Some(Ok(())));
+    assert_eq!(s.queue.commits(), commits + 1);
+    assert_eq!(s.queue.waiting(), 7);
+    assert_eq!(later.iter().filter(|l| l.is_done()).count(), MAX_BATCH - 1);
+    // The rest in the next.
+    assert!(s.queue.lead(&mut held, &s.published));
+    assert_eq!(s.queue.commits(), commits + 2);
+    assert_eq!(s.queue.waiting(), 0);
+    assert!(later.iter().all(|l| l.take() == Some(Ok(()))));
 }
 
 #[test]
