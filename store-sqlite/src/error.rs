@@ -55,3 +55,39 @@ impl std::fmt::Display for BadName {
 }
 
 impl std::error::Error for BadName {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(code: std::os::raw::c_int) -> rusqlite::Error {
+        rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None)
+    }
+
+    #[test]
+    fn sqlites_codes_map_to_what_the_caller_can_act_on() {
+        use rusqlite::ffi;
+        for code in [ffi::SQLITE_BUSY, ffi::SQLITE_LOCKED] {
+            let e = sql("writing", failure(code));
+            assert!(
+                matches!(&e, StoreError::InUse(m) if m.starts_with("writing: ")),
+                "{e:?}"
+            );
+        }
+        for code in [ffi::SQLITE_CORRUPT, ffi::SQLITE_NOTADB] {
+            let e = sql("reading", failure(code));
+            assert!(
+                matches!(&e, StoreError::Corrupt(m) if m.starts_with("reading: ")),
+                "{e:?}"
+            );
+        }
+        let e = sql("writing", failure(ffi::SQLITE_FULL));
+        assert!(matches!(e, StoreError::Backend { .. }), "{e:?}");
+        // A stored value that does not decode is a damaged row.
+        let e = sql(
+            "reading",
+            rusqlite::Error::InvalidColumnType(0, "n".into(), rusqlite::types::Type::Text),
+        );
+        assert!(matches!(e, StoreError::Corrupt(_)), "{e:?}");
+    }
+}

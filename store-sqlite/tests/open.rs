@@ -397,22 +397,26 @@ fn a_rota_store_whose_table_lacks_a_column_is_refused_naming_it() {
     }
 }
 
+/// A file with rota's marks missing a table, or every table (marks and nothing else: not a new
+/// file to create the schema in), is refused.
 #[test]
 fn a_rota_store_missing_a_table_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("rota.db");
-    foreign_db(
-        &path,
-        &format!(
-            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION}; \
-             CREATE TABLE jobs (x);"
-        ),
-    );
-    let err = refused(&path);
-    assert!(
-        matches!(&err, StoreError::Corrupt(m) if m.contains("without its table")),
-        "{err}"
-    );
+    for (name, ddl) in [("one", "CREATE TABLE jobs (x);"), ("all", "")] {
+        let path = dir.path().join(format!("{name}.db"));
+        foreign_db(
+            &path,
+            &format!(
+                "PRAGMA application_id = {APPLICATION_ID}; \
+                 PRAGMA user_version = {SCHEMA_VERSION}; {ddl}"
+            ),
+        );
+        let err = refused(&path);
+        assert!(
+            matches!(&err, StoreError::Corrupt(m) if m.contains("without its table")),
+            "{name}: {err}"
+        );
+    }
 }
 
 #[test]
