@@ -359,6 +359,18 @@ async fn a_truncated_store_is_refused_unchanged() {
     }
 }
 
+/// The refusal of a SQLite file with rota's marks and what `ddl` makes.
+fn refused_marked(path: &Path, ddl: &str) -> StoreError {
+    foreign_db(
+        path,
+        &format!(
+            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION}; \
+             {ddl}"
+        ),
+    );
+    refused(path)
+}
+
 /// A file with rota's marks and both tables, one of them without a column the store reads, is
 /// refused as a damaged store, naming the column, and left as it was (it failed as a backend
 /// error, SQLite's "no such column: n_bytes" of the byte sum's query).
@@ -380,15 +392,7 @@ fn a_rota_store_whose_table_lacks_a_column_is_refused_naming_it() {
             "result",
         ),
     ] {
-        let path = dir.path().join(format!("{table}.db"));
-        foreign_db(
-            &path,
-            &format!(
-                "PRAGMA application_id = {APPLICATION_ID}; \
-                 PRAGMA user_version = {SCHEMA_VERSION}; {ddl}"
-            ),
-        );
-        let err = refused(&path);
+        let err = refused_marked(&dir.path().join(format!("{table}.db")), ddl);
         assert!(
             matches!(&err, StoreError::Corrupt(m)
                 if m.ends_with(&format!("whose table {table:?} has no column {column:?}"))),
@@ -406,15 +410,7 @@ fn a_rota_store_missing_a_table_is_refused() {
         ("one", "CREATE TABLE jobs (x);", "targets"),
         ("all", "", "jobs"),
     ] {
-        let path = dir.path().join(format!("{name}.db"));
-        foreign_db(
-            &path,
-            &format!(
-                "PRAGMA application_id = {APPLICATION_ID}; \
-                 PRAGMA user_version = {SCHEMA_VERSION}; {ddl}"
-            ),
-        );
-        let err = refused(&path);
+        let err = refused_marked(&dir.path().join(format!("{name}.db")), ddl);
         assert!(
             matches!(&err, StoreError::Corrupt(m)
                 if m.ends_with(&format!("without its table {missing:?}"))),
