@@ -469,6 +469,68 @@ mod tests {
         assert_eq!(run.fetch.http_config(), crate::http::HttpConfig::default());
     }
 
+    /// Every runner flag reaches its field of the config (each value unlike the default).
+    #[test]
+    fn every_runner_flag_sets_its_config_field() {
+        let cli = Cli::try_parse_from([
+            "rota",
+            "run",
+            "f.json",
+            "--ttl",
+            "90s",
+            "--targets-per-job",
+            "5",
+            "--jobs-per-caller",
+            "3",
+            "--jobs-total",
+            "7",
+            "--workers",
+            "2",
+            "--max-bytes",
+            "2KiB",
+            "--retry-wait",
+            "150ms",
+            "--retry-for",
+            "4m",
+        ])
+        .unwrap();
+        let Command::Run(run) = cli.command else {
+            panic!("not run");
+        };
+        let c = run.runner.apply(Config::default());
+        let got = (
+            c.ttl,
+            c.targets_per_job,
+            c.jobs_per_caller,
+            c.jobs_total,
+            c.workers,
+            c.max_bytes,
+            c.retry_wait,
+            c.retry_for,
+        );
+        let want = (
+            Duration::from_secs(90),
+            5,
+            3,
+            7,
+            2,
+            2048,
+            Duration::from_millis(150),
+            Duration::from_secs(240),
+        );
+        assert_eq!(got, want);
+        // No value given is the default's, so none of them passes by falling back to it.
+        let d = Config::default();
+        assert_ne!(want.0, d.ttl);
+        assert_ne!(want.1, d.targets_per_job);
+        assert_ne!(want.2, d.jobs_per_caller);
+        assert_ne!(want.3, d.jobs_total);
+        assert_ne!(want.4, d.workers);
+        assert_ne!(want.5, d.max_bytes);
+        assert_ne!(want.6, d.retry_wait);
+        assert_ne!(want.7, d.retry_for);
+    }
+
     #[test]
     fn the_store_flag_is_global() {
         let cli = Cli::try_parse_from(["rota", "status", "abc", "--store", "memory"]).unwrap();
