@@ -84,6 +84,8 @@ impl<'de> Deserialize<'de> for Strict {
     }
 }
 
+/// Reads what `serde_json::from_str` hands a `deserialize_any` (a string by `visit_str`, null
+/// by `visit_unit`: it never calls `visit_string`, `visit_none` or `visit_some`).
 struct StrictVisitor;
 
 impl<'de> Visitor<'de> for StrictVisitor {
@@ -114,20 +116,8 @@ impl<'de> Visitor<'de> for StrictVisitor {
         Ok(Value::String(s.to_owned()))
     }
 
-    fn visit_string<E>(self, s: String) -> Result<Value, E> {
-        Ok(Value::String(s))
-    }
-
     fn visit_unit<E>(self) -> Result<Value, E> {
         Ok(Value::Null)
-    }
-
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        Strict::deserialize(d).map(|Strict(v)| v)
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
