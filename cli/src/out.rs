@@ -13,14 +13,19 @@ static STDOUT_FAILED: OnceLock<String> = OnceLock::new();
 
 /// Writes `line` and a newline to stdout. `false` if stdout is gone (this time or before).
 pub fn out(line: &str) -> bool {
-    if stdout_gone() {
+    write_line(&mut io::stdout().lock(), &STDOUT_FAILED, line)
+}
+
+/// Writes `line` and a newline to `w`, unless a write to it has failed before (`failed` holds
+/// why): output that lost a line does not go on past the gap. Whether `w` took it.
+fn write_line(w: &mut impl Write, failed: &OnceLock<String>, line: &str) -> bool {
+    if failed.get().is_some() {
         return false;
     }
-    let mut w = io::stdout().lock();
     match writeln!(w, "{line}").and_then(|()| w.flush()) {
         Ok(()) => true,
         Err(e) => {
-            let _ = STDOUT_FAILED.set(e.to_string());
+            let _ = failed.set(e.to_string());
             false
         }
     }
@@ -57,5 +62,50 @@ impl Write for QuietStderr {
     fn flush(&mut self) -> io::Result<()> {
         let _ = io::stderr().flush();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A writer whose first `fail` flushes fail (a full disk, say), and that takes everything
+    /// after.
+    struct FailsAtFirst {
+        fail: usize,
+        took: Vec<u8>,
+    }
+
+    impl Write for FailsAtFirst {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.took.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            if self.fail > 0 {
+                self.fail -= 1;
+                self.took.clear();
+                return Err(io::Error::other("no space"));
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn after_a_failed_write_nothing_more_is_written() {
+        let failed = OnceLock::new();
+        let mut w = FailsAtFirst {
+            fail: 0,
+            took: Vec::new(),
+        };
+        assert!(write_line(&mut w, &failed, "one"));
+        assert_eq!(w.took, b"one\n");
+        w.fail = 1;
+        assert!(!write_line(&mut w, &failed, "two"));
+        assert_eq!(failed.get().map(String::as_str), Some("no space"));
+        // The writer would take the next line, but the output has a gap: it stays stopped.
+        assert!(!write_line(&mut w, &failed, "three"));
+        assert!(w.took.is_empty(), "{:?}", String::from_utf8_lossy(&w.took));
     }
 }
