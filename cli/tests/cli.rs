@@ -877,6 +877,67 @@ async fn status_finds_an_upper_case_id_explains_a_malformed_one_and_says_why_std
     );
 }
 
+/// An id is looked for as given before in lower case: a job a program stored through the
+/// library under an upper-case id is found by it (not lost to the look for its lower case).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_finds_a_job_stored_under_an_upper_case_id_as_given() {
+    use rota::{Admission, BatchStore, CallerClass, Caps, NewJob};
+    let env = Env::new();
+    let id = "0123456789ABCDEF0123456789ABCDEF";
+    {
+        let store = rota_store_sqlite::SqliteStore::open(env.db()).unwrap();
+        let job = NewJob {
+            id: id.into(),
+            caller: "tester".into(),
+            class: CallerClass::Fleet,
+            idem_key: "k".into(),
+            targets: vec![("http://127.0.0.1:9/a".into(), "{}".into())],
+            now: 1_700_000_000,
+        };
+        let caps = Caps {
+            targets_per_job: 32,
+            jobs_per_caller: 1,
+            jobs_total: 8,
+            ttl_secs: 3600,
+        };
+        assert_eq!(store.admit(&job, &caps).await.unwrap(), Admission::Created);
+    }
+    let o = env.rota(&["status", id], None).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let view: JobView = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(view.job.id, id);
+    assert_eq!(view.targets.len(), 1);
+}
+
+/// A store path in the working directory that cannot be opened (here: a directory) gets no
+/// word about its directory: it has none but the working one, which is there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_named_without_a_directory_that_cannot_be_opened_blames_no_directory() {
+    let env = Env::new();
+    std::fs::create_dir(env.dir.path().join("adir")).unwrap();
+    for store in ["sqlite:adir", "redb:adir"] {
+        let o = env
+            .rota(
+                &[
+                    "--store",
+                    store,
+                    "status",
+                    "0123456789abcdef0123456789abcdef",
+                ],
+                None,
+            )
+            .await;
+        let err = stderr(&o);
+        assert_eq!(code(&o), 1, "{store}: {err}");
+        assert!(
+            err.contains(&format!("opening the store {store}: ")),
+            "{store}: {err}"
+        );
+        assert!(!err.contains("directory )"), "{store}: {err}");
+        assert!(!err.contains("there is no directory"), "{store}: {err}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_on_a_store_that_does_not_exist_fails_and_creates_nothing() {
     let env = Env::new();
@@ -2112,6 +2173,23 @@ async fn upgrade_of_an_empty_sqlite_file_is_refused_and_leaves_it_empty() {
         stderr(&o)
     );
     assert_eq!(std::fs::metadata(env.db()).unwrap().len(), 0);
+}
+
+/// A SQLite store of this version is opened (so checked), said current and left as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_of_a_current_sqlite_store_says_so_and_changes_nothing() {
+    let env = Env::new();
+    drop(rota_store_sqlite::SqliteStore::open(env.db()).unwrap());
+    let before = std::fs::read(env.db()).unwrap();
+    assert!(!before.is_empty());
+    let o = env.rota(&["upgrade"], None).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("{}: already current, left alone", env.store())),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read(env.db()).unwrap(), before);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
