@@ -1131,6 +1131,12 @@ async fn demo_runs_two_jobs_offline_and_leaves_them_in_the_store() {
     };
     assert!(pos("bob   #0") < pos("alice #1"), "{out}");
     assert!(pos("alice #0") < pos("bob   #0"), "{out}");
+    // The busy page is busy twice, as the demo's opening lines say, then answers.
+    assert_eq!(
+        out.matches("alice #1  GET /busy        → busy").count(),
+        2,
+        "{out}"
+    );
 
     let ids: Vec<&str> = out
         .lines()
@@ -1143,6 +1149,9 @@ async fn demo_runs_two_jobs_offline_and_leaves_them_in_the_store() {
         let st = env.rota(&["status", id], None).await;
         assert_eq!(code(&st), 0, "{}", stderr(&st));
         let view: JobView = serde_json::from_slice(&st.stdout).unwrap();
+        // Each job's first target is an article, stored with what its page says.
+        let first = view.targets[0].result.as_ref().map(|r| r.content.as_str());
+        assert!(first.is_some_and(|c| c.contains("Article ")), "{first:?}");
         statuses.push((view.job.caller, view.job.status));
     }
     assert_eq!(
