@@ -443,23 +443,25 @@ mod tests {
         );
     }
 
+    /// `rota run f.json FLAGS`, parsed.
+    fn run_with(flags: &[&str]) -> RunArgs {
+        let cli = Cli::try_parse_from([&["rota", "run", "f.json"], flags].concat()).unwrap();
+        let Command::Run(run) = cli.command else {
+            panic!("not run");
+        };
+        run
+    }
+
     #[test]
     fn runner_flags_override_only_what_is_given() {
-        let cli = Cli::try_parse_from([
-            "rota",
-            "run",
-            "f.json",
+        let run = run_with(&[
             "--retry-wait",
             "200ms",
             "--workers",
             "2",
             "--max-bytes",
             "1MiB",
-        ])
-        .unwrap();
-        let Command::Run(run) = cli.command else {
-            panic!("not run");
-        };
+        ]);
         let c = run.runner.apply(Config::default());
         assert_eq!(c.retry_wait, Duration::from_millis(200));
         assert_eq!(c.workers, 2);
@@ -472,10 +474,7 @@ mod tests {
     /// Every runner flag reaches its field of the config (each value unlike the default).
     #[test]
     fn every_runner_flag_sets_its_config_field() {
-        let cli = Cli::try_parse_from([
-            "rota",
-            "run",
-            "f.json",
+        let run = run_with(&[
             "--ttl",
             "90s",
             "--targets-per-job",
@@ -492,11 +491,7 @@ mod tests {
             "150ms",
             "--retry-for",
             "4m",
-        ])
-        .unwrap();
-        let Command::Run(run) = cli.command else {
-            panic!("not run");
-        };
+        ]);
         let c = run.runner.apply(Config::default());
         let got = (
             c.ttl,
