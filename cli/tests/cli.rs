@@ -2288,6 +2288,44 @@ async fn the_demos_read_back_commands_work_in_the_shell_that_ran_it() {
     }
 }
 
+/// On the default store (no `--store`, no `ROTA_STORE`), the demo says both jobs are stored in
+/// it, and its read-back commands are plain `rota status ID`, to be run from this directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_on_the_default_store_offers_plain_read_back_commands() {
+    let env = Env::new();
+    let mut cmd = rota_cmd();
+    cmd.current_dir(env.dir.path())
+        .env_remove("ROTA_STORE")
+        .env_remove("RUST_LOG")
+        .arg("demo")
+        .timeout(LIMIT);
+    let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout).unwrap();
+    let db = env.dir.path().join("rota.sqlite3");
+    assert!(
+        out.contains(&format!("Both jobs are stored in sqlite:{}.", db.display())),
+        "{out}"
+    );
+    assert!(
+        out.contains("Read one back (from this directory) with:"),
+        "{out}"
+    );
+    let ids: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("  rota status "))
+        .collect();
+    assert_eq!(ids.len(), 2, "{out}");
+    for id in ids {
+        let st = env
+            .rota(&["--store", "sqlite:rota.sqlite3", "status", id], None)
+            .await;
+        assert_eq!(code(&st), 0, "{}", stderr(&st));
+    }
+}
+
 /// The read-back commands, pasted into a shell, work for a store path with a space and a quote.
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
