@@ -1749,6 +1749,12 @@ mod interrupt {
                 || err.contains("did not take its last writes"),
             "{err}"
         );
+        // Every target came to an outcome: the summary counts those the store lost as not
+        // stored, none as not run.
+        let summary = err
+            .lines()
+            .rfind(|l| l.starts_with("job ") && l.contains(" done, "));
+        assert!(summary.is_some_and(|s| !s.contains(" not run")), "{err}");
     }
 
     /// The demo, too, ends with 1 and says why once its store stops taking writes, rather than
