@@ -592,29 +592,42 @@ async fn a_job_past_max_bytes_is_shown_whole_then_evicted() {
     let env = Env::new();
     let urls: Vec<String> = ["/page/a", "/page/b"].map(|p| s.url(p)).to_vec();
     let f = env.file("t.json", &json_array(&urls));
-    // A budget of one byte: the job's results are past it as soon as it ends.
-    let o = env
-        .rota(&["run", "--max-bytes", "1", f.to_str().unwrap()], None)
-        .await;
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let got = lines(&o);
-    assert_eq!(
-        got.iter().map(|t| (&t.url, t.status)).collect::<Vec<_>>(),
-        urls.iter()
-            .map(|u| (u, TargetState::Done))
-            .collect::<Vec<_>>(),
-        "every result is shown"
-    );
-    let id = job_id(&o);
-    let err = stderr(&o);
-    assert!(
-        err.contains(&format!(
-            "job {id} evicted from the store once shown: it is past --max-bytes"
-        )),
-        "{err}"
-    );
-    let st = env.rota(&["status", &id], None).await;
-    assert_eq!(code(&st), 1, "evicted after it was shown");
+    let redb = format!("redb:{}", env.dir.path().join("jobs.redb").display());
+    for store in [env.store(), redb] {
+        // A budget of one byte: the job's results are past it as soon as it ends.
+        let o = env
+            .rota(
+                &[
+                    "--store",
+                    &store,
+                    "run",
+                    "--max-bytes",
+                    "1",
+                    f.to_str().unwrap(),
+                ],
+                None,
+            )
+            .await;
+        assert_eq!(code(&o), 0, "{store}: {}", stderr(&o));
+        let got = lines(&o);
+        assert_eq!(
+            got.iter().map(|t| (&t.url, t.status)).collect::<Vec<_>>(),
+            urls.iter()
+                .map(|u| (u, TargetState::Done))
+                .collect::<Vec<_>>(),
+            "{store}: every result is shown"
+        );
+        let id = job_id(&o);
+        let err = stderr(&o);
+        assert!(
+            err.contains(&format!(
+                "job {id} evicted from the store once shown: it is past --max-bytes"
+            )),
+            "{store}: {err}"
+        );
+        let st = env.rota(&["--store", &store, "status", &id], None).await;
+        assert_eq!(code(&st), 1, "{store}: evicted after it was shown");
+    }
 
     // The demo likewise reports both jobs, then says they were evicted.
     let o = env.rota(&["demo", "--max-bytes", "1"], None).await;
