@@ -409,9 +409,38 @@ fn submit_error(e: &SubmitError) -> String {
 
 #[cfg(test)]
 mod tests {
-    use rota::{Job, JobStatus, TargetState, TargetStatus};
+    use rota::{Job, JobStatus, StoreError, TargetState, TargetStatus};
 
     use super::*;
+
+    /// A refused submit names the flag that raises its cap. (From `rota run` only too many
+    /// targets can happen: its one submit meets a store no other process holds, whose live
+    /// jobs the runner's start failed; the caps' words stand for a store shared some day.)
+    #[test]
+    fn a_refused_submit_names_the_flag_that_raises_its_cap() {
+        for (e, want) in [
+            (
+                SubmitError::TooManyTargets { max: 2, got: 3 },
+                "too many targets (3 > 2): split the file, or raise the cap with \
+                 --targets-per-job",
+            ),
+            (
+                SubmitError::CallerBusy,
+                "caller busy: this caller already has a live job; wait, or raise \
+                 --jobs-per-caller",
+            ),
+            (
+                SubmitError::Busy,
+                "jobs busy: too many live jobs; wait, or raise --jobs-total",
+            ),
+            (
+                SubmitError::Store(StoreError::Closed),
+                "submitting the job: store: runner closed",
+            ),
+        ] {
+            assert_eq!(submit_error(&e), want);
+        }
+    }
 
     /// A job failed for the outcomes the store did not take (a full disk): of the four
     /// targets this run fetched to an outcome, two are not stored, and are counted apart from
