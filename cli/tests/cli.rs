@@ -1215,22 +1215,25 @@ async fn run_with_its_stdout_closed_keeps_its_job_past_the_budget_and_says_why()
     let s = common::start().await;
     let env = Env::new();
     let f = env.file("t.json", &json_array(&[s.url("/page/a"), s.url("/page/b")]));
-    let mut child = rota_process()
-        .current_dir(env.dir.path())
-        .env("ROTA_STORE", env.store())
-        .env_remove("RUST_LOG")
-        .args(["run", "--max-bytes", "1"])
-        .arg(&f)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The read end is closed before anything is written.
-    drop(child.stdout.take());
-    let o = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
-        .await
-        .unwrap();
+    // `rota ARGS run --max-bytes 1 FILE` with its stdout's read end closed before anything
+    // is written.
+    let run_unread = |args: &[&str]| {
+        let mut child = rota_process()
+            .current_dir(env.dir.path())
+            .env("ROTA_STORE", env.store())
+            .env_remove("RUST_LOG")
+            .args(args)
+            .args(["run", "--max-bytes", "1"])
+            .arg(&f)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+    };
+    let o = run_unread(&[]).await.unwrap();
     let err = stderr(&o);
     assert_eq!(code(&o), 1, "{err}");
     assert!(err.contains("writing stdout"), "{err}");
@@ -1260,6 +1263,14 @@ async fn run_with_its_stdout_closed_keeps_its_job_past_the_budget_and_says_why()
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let st = env.rota(&["status", &id], None).await;
     assert_eq!(code(&st), 1, "evicted past --max-bytes: {}", stderr(&st));
+
+    // The memory store keeps nothing to read back: no word of a job kept.
+    let o = run_unread(&["--store", "memory"]).await.unwrap();
+    let err = stderr(&o);
+    assert_eq!(code(&o), 1, "{err}");
+    assert!(err.contains("writing stdout"), "{err}");
+    assert!(err.contains(" done: 2/2 done"), "the summary: {err}");
+    assert!(!err.contains("kept in the store"), "{err}");
 }
 
 /// A busy answer's line says when the target is tried again and when it fails instead; with a
@@ -1813,6 +1824,11 @@ mod interrupt {
                 let summary = err.lines().last().unwrap_or_default();
                 assert!(summary.contains(" not stored"), "limit {limit}: {err}");
             }
+            // Its stdout took every line: no word of results that could not be written out.
+            assert!(
+                !err.contains("could not be written out"),
+                "limit {limit}: {err}"
+            );
             let printed: Vec<TargetStatus> = String::from_utf8_lossy(&o.stdout)
                 .lines()
                 .map(|l| serde_json::from_str(l).unwrap())
