@@ -31,11 +31,6 @@ fn write_line(w: &mut impl Write, failed: &OnceLock<String>, line: &str) -> bool
     }
 }
 
-/// Whether a write to stdout has failed.
-pub fn stdout_gone() -> bool {
-    STDOUT_FAILED.get().is_some()
-}
-
 /// Why the first failed write to stdout failed (`Broken pipe (os error 32)`, `No space left on
 /// device (os error 28)`), if one has.
 pub fn stdout_failure() -> Option<&'static str> {
