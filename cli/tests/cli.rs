@@ -1451,6 +1451,32 @@ async fn an_unreachable_proxy_gets_a_hint_about_the_proxy() {
     }
 }
 
+/// With no proxy in the environment, an http:// target whose host refuses the connection gets
+/// the hint about the host alone: no proxy is named, so none is blamed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_connection_without_a_proxy_blames_only_the_host() {
+    let (_held, closed) = common::refusing();
+    let env = Env::new();
+    let targets = json_array(&[format!("http://{closed}/page")]);
+    let o = env
+        .rota(&["--store", "memory", "run", "-"], Some(&targets))
+        .await;
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let got = lines(&o);
+    assert_eq!(got[0].status, TargetState::Failed);
+    assert!(
+        got[0].error.starts_with("could not connect: "),
+        "{}",
+        got[0].error
+    );
+    assert!(
+        got[0].hint.starts_with("the host could not be reached"),
+        "{}",
+        got[0].hint
+    );
+    assert!(!got[0].hint.contains("proxy"), "{}", got[0].hint);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_past_the_input_cap_is_refused_unparsed() {
     let env = Env::new();
@@ -2299,10 +2325,11 @@ async fn a_demo_with_just_the_caps_it_needs_runs_and_on_memory_says_nothing_is_k
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_demo_with_a_timeout_longer_than_the_slow_page_says_it_answers_within_it() {
     let wants = [
-        "/slow        answers after 3s, within the fetcher's 30s timeout",
+        "/slow        answers after 3s, within the fetcher's 20s timeout",
         "bob   #2  GET /slow        → done",
     ];
-    demo_saying(&Env::new(), &["--timeout", "30s"], &wants).await;
+    // Not 30s, the built-in fetcher's own default: the line shows the timeout given.
+    demo_saying(&Env::new(), &["--timeout", "20s"], &wants).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
