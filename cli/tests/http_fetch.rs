@@ -55,18 +55,51 @@ async fn a_404_is_a_target_error_with_status_reason_and_hint() {
     assert!(e.hint.contains("check the URL"), "{}", e.hint);
 }
 
+/// Any other status than 2xx, 429 and 503 fails the target with that status, and a hint of its
+/// kind: what an agent should do next differs between a login page, a page gone, a page
+/// blocked and a server in trouble.
 #[tokio::test]
 async fn any_other_non_2xx_status_is_a_target_error_with_that_status() {
     let s = common::start().await;
-    for (code, msg) in [
-        (403, "HTTP 403 Forbidden"),
-        (410, "HTTP 410 Gone"),
-        (500, "HTTP 500 Internal Server Error"),
-        (502, "HTTP 502 Bad Gateway"),
+    for (code, msg, hint) in [
+        // A redirect without a Location: reqwest has nowhere to follow it.
+        (
+            300,
+            "HTTP 300 Multiple Choices",
+            "redirect that could not be followed",
+        ),
+        (
+            400,
+            "HTTP 400 Bad Request",
+            "rejected the request; check the URL",
+        ),
+        (401, "HTTP 401 Unauthorized", "needs a login"),
+        (403, "HTTP 403 Forbidden", "refuses this client"),
+        (404, "HTTP 404 Not Found", "does not exist"),
+        (405, "HTTP 405 Method Not Allowed", "plain GET"),
+        (406, "HTTP 406 Not Acceptable", "plain GET"),
+        (410, "HTTP 410 Gone", "does not exist"),
+        (415, "HTTP 415 Unsupported Media Type", "plain GET"),
+        (
+            418,
+            "HTTP 418 I'm a teapot",
+            "rejected the request; check the URL",
+        ),
+        (
+            451,
+            "HTTP 451 Unavailable For Legal Reasons",
+            "legal reasons",
+        ),
+        (
+            500,
+            "HTTP 500 Internal Server Error",
+            "server failed to answer",
+        ),
+        (502, "HTTP 502 Bad Gateway", "server failed to answer"),
     ] {
         let e = target_error(get(target(s.url(&format!("/status/{code}")))).await);
         assert_eq!((e.status, e.msg.as_str()), (code, msg));
-        assert!(!e.hint.is_empty(), "{code} has no hint");
+        assert!(e.hint.contains(hint), "{code}: {}", e.hint);
     }
 }
 
