@@ -459,7 +459,7 @@ fn proxy_error(e: &reqwest::Error) -> Option<ProxyFailed> {
 /// What is wrong with the server's certificate, if TLS refused it (`is expired`, `was issued
 /// by no authority trusted here`): rustls's own words for some of these are its types' debug
 /// forms (`invalid peer certificate: Other(OtherError(CaUsedAsEndEntity))`).
-fn refused_certificate(e: &reqwest::Error) -> Option<&'static str> {
+fn refused_certificate(e: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
     use rustls::CertificateError as C;
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = cur {
@@ -546,19 +546,36 @@ fn regex_error(e: &regex::Error) -> String {
         }
     }
     let place = match places.as_slice() {
-        [] => return one_line(&text),
-        [(None, c)] => format!("column {c}"),
+        [] => None,
+        [(None, c)] => Some(format!("at column {c}")),
         _ if places.iter().all(|(n, _)| n.is_none()) => {
             let cs: Vec<String> = places.iter().map(|(_, c)| c.to_string()).collect();
-            format!("columns {}", cs.join(" and "))
+            Some(format!("at columns {}", cs.join(" and ")))
         }
-        _ => places
-            .iter()
-            .map(|(n, c)| format!("line {} column {c}", n.unwrap_or("?")))
-            .collect::<Vec<_>>()
-            .join(" and "),
+        _ => Some(format!(
+            "at {}",
+            places
+                .iter()
+                .map(|(n, c)| format!("line {} column {c}", n.unwrap_or("?")))
+                .collect::<Vec<_>>()
+                .join(" and ")
+        )),
     };
-    format!("{reason} at {place}")
+    // A place over several lines has no carets: the regex crate says it in words of its own
+    // (`on line 1 (column 2) through line 2 (column 2)`), on a line of its own, unindented.
+    let wheres: Vec<String> = place
+        .into_iter()
+        .chain(
+            lines
+                .iter()
+                .filter(|l| l.starts_with("on line "))
+                .map(|l| l.trim_end().to_owned()),
+        )
+        .collect();
+    if wheres.is_empty() {
+        return one_line(&text);
+    }
+    format!("{reason} {}", wheres.join(" and "))
 }
 
 fn one_line(s: &str) -> String {
@@ -617,6 +634,16 @@ mod tests {
             ),
             // A pattern of one line that looks like a numbered one.
             ("1: (", "unclosed group at column 4"),
+            // A caret of the pattern's own is no mark of a place.
+            ("^a(", "unclosed group at column 3"),
+            // A place over two lines, which the regex crate says in words.
+            (
+                "a{2,\n1}",
+                "invalid repetition count range, the start must be <= the end on line 1 \
+                 (column 2) through line 2 (column 2)",
+            ),
+            // A pattern line that reads like those words is not taken for them.
+            ("on line (", "unclosed group at column 9"),
         ] {
             let e = Regex::new(pattern).unwrap_err();
             assert_eq!(regex_error(&e), says, "{pattern:?}");
@@ -741,10 +768,81 @@ mod tests {
         );
     }
 
+    /// An error whose `source` is the one it wraps, as reqwest's and hyper's are.
+    #[derive(Debug)]
+    struct Wrapping(std::io::Error);
+
+    impl std::fmt::Display for Wrapping {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("error sending request")
+        }
+    }
+
+    impl std::error::Error for Wrapping {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    /// webpki's error as rustls carries it: an opaque one that only says its name.
+    #[derive(Debug)]
+    struct Named(&'static str);
+
+    impl std::fmt::Display for Named {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Named {}
+
+    /// Each way TLS refuses a certificate has its own words, found however deep the TLS error
+    /// lies: under an error's `source`, inside an `io::Error` inside another (as the TLS stack
+    /// wraps it).
+    #[test]
+    fn a_refused_certificate_is_told_by_its_kind() {
+        use rustls::CertificateError as C;
+        let refused = |c: C| {
+            let tls = rustls::Error::InvalidCertificate(c);
+            let inner = std::io::Error::new(std::io::ErrorKind::InvalidData, tls);
+            let outer = std::io::Error::other(inner);
+            refused_certificate(&Wrapping(outer))
+        };
+        let ca = rustls::OtherError(Arc::new(Named("CaUsedAsEndEntity")));
+        let other = rustls::OtherError(Arc::new(Named("UnsupportedCertVersion")));
+        for (c, says) in [
+            (C::Expired, "has expired"),
+            (C::NotValidYet, "is not valid yet"),
+            (C::NotValidForName, "is for another host name"),
+            (
+                C::UnknownIssuer,
+                "was issued by no authority trusted here (self-signed?)",
+            ),
+            (C::Revoked, "is revoked"),
+            (C::InvalidPurpose, "is not one made for a server"),
+            (
+                C::Other(ca),
+                "is a certificate authority's, not a server's (self-signed?)",
+            ),
+            (C::Other(other), "was refused"),
+            (C::BadSignature, "was refused"),
+        ] {
+            assert_eq!(refused(c.clone()), Some(says), "{c:?}");
+        }
+        // Another TLS error, or none at all, is no refused certificate.
+        let alert = std::io::Error::other(rustls::Error::DecryptError);
+        assert_eq!(refused_certificate(&Wrapping(alert)), None);
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        assert_eq!(refused_certificate(&Wrapping(reset)), None);
+    }
+
     #[test]
     fn sizes_are_shown_in_binary_units() {
         assert_eq!(human_bytes(8 << 20), "8 MiB");
         assert_eq!(human_bytes(512 << 10), "512 KiB");
         assert_eq!(human_bytes(1000), "1000 bytes");
+        assert_eq!(human_bytes(2 << 30), "2 GiB");
+        assert_eq!(human_bytes((1 << 30) + (1 << 20)), "1025 MiB");
+        assert_eq!(human_bytes(0), "0 bytes");
     }
 }
