@@ -240,11 +240,19 @@ fn a_file_locked_by_another_process_is_in_use() {
             break;
         }
     }
+    let began = std::time::Instant::now();
     let err = SqliteStore::open(&path).unwrap_err();
+    let tried_for = began.elapsed();
     assert!(matches!(err, StoreError::InUse(_)), "{err:?}");
     assert!(
         err.to_string().contains("locked by another process"),
         "{err}"
+    );
+    // Not at once: two opens at the same moment could each hold the other off, so an open
+    // tries again for 300 ms before it calls the file another's (README, *SQLite*).
+    assert!(
+        tried_for >= std::time::Duration::from_millis(300),
+        "refused after {tried_for:?}"
     );
     drop(child.stdin.take());
     assert!(child.wait().unwrap().success());
@@ -336,6 +344,51 @@ async fn a_rota_store_of_another_schema_version_is_refused_unchanged() {
             expected: SCHEMA_VERSION.to_string()
         }
     );
+}
+
+/// A header whose page size SQLite never writes (not a power of two, or under 512 bytes) is
+/// refused as such, and the file left as it was.
+#[tokio::test]
+async fn a_store_whose_header_has_an_invalid_page_size_is_refused_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rota.db");
+    make_store(&path).await;
+    let whole = fs::read(&path).unwrap();
+    // 256 and 128 are powers of two (and divide the file's length); 1000 and 0 are not.
+    for size in [1000u16, 256, 128, 0] {
+        let mut bytes = whole.clone();
+        bytes[16..18].copy_from_slice(&size.to_be_bytes());
+        fs::write(&path, &bytes).unwrap();
+        let err = refused(&path);
+        assert!(
+            matches!(&err, StoreError::Corrupt(m)
+                if m.ends_with(&format!("invalid page size {size} in the SQLite header"))),
+            "{size}: {err:?}"
+        );
+    }
+}
+
+/// A link that leads round in a loop is refused with the system's own words for it, before
+/// SQLite is asked (whose words would be "unable to open database file").
+#[test]
+fn a_link_that_leads_round_in_a_loop_is_refused_saying_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.db"), dir.path().join("b.db"));
+    std::os::unix::fs::symlink(&b, &a).unwrap();
+    std::os::unix::fs::symlink(&a, &b).unwrap();
+    let err = SqliteStore::open(&a).map(drop).unwrap_err();
+    // ELOOP, 40 on Linux.
+    let loops = std::io::Error::from_raw_os_error(40).to_string();
+    assert!(
+        matches!(&err, StoreError::Backend { .. }) && err.to_string().contains(&loops),
+        "{err:?}"
+    );
+    let mut left: Vec<_> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["a.db", "b.db"]);
 }
 
 #[tokio::test]
