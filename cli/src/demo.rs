@@ -215,13 +215,20 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
     }
     let limit = fetch.inner.config().timeout;
     let timeout = humantime::format_duration(limit);
-    let against = if limit > SLOW_PAGE { "within" } else { "past" };
+    // At exactly the page's time, the answer and the timeout race: the line says so.
+    let against = match limit.cmp(&SLOW_PAGE) {
+        std::cmp::Ordering::Greater => format!("within the fetcher's {timeout} timeout"),
+        std::cmp::Ordering::Equal => {
+            format!("just at the fetcher's {timeout} timeout: either may come first")
+        }
+        std::cmp::Ordering::Less => format!("past the fetcher's {timeout} timeout"),
+    };
     say!("rota demo: offline, against a loopback server in this process at {base}");
     say!("  /articles/N  succeeds");
     say!("  /busy        answers 503 (busy) twice, then succeeds");
     say!("  /missing     answers 404");
     say!(
-        "  /slow        answers after {}, {against} the fetcher's {timeout} timeout",
+        "  /slow        answers after {}, {against}",
         humantime::format_duration(SLOW_PAGE)
     );
     say!("store: {}", store_url.absolute());

@@ -1129,6 +1129,7 @@ async fn demo_saying(env: &Env, args: &[&str], wants: &[&str]) -> String {
 async fn demo_runs_two_jobs_offline_and_leaves_them_in_the_store() {
     let env = Env::new();
     let wants = [
+        "/slow        answers after 3s, past the fetcher's 1s timeout",
         "alice #0  GET /articles/1  → done",
         "bob   #0  GET /articles/3  → done",
         "alice #1  GET /busy        → busy (HTTP 503 Service Unavailable)",
@@ -2330,6 +2331,16 @@ async fn a_demo_with_a_timeout_longer_than_the_slow_page_says_it_answers_within_
     ];
     // Not 30s, the built-in fetcher's own default: the line shows the timeout given.
     demo_saying(&Env::new(), &["--timeout", "20s"], &wants).await;
+}
+
+/// With a timeout of exactly the slow page's time, which of the two comes first is a race: the
+/// demo says so, rather than "past" (or "within") the timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_demo_with_a_timeout_of_the_slow_pages_time_says_either_may_come_first() {
+    let wants =
+        ["/slow        answers after 3s, just at the fetcher's 3s timeout: either may come first"];
+    let out = demo_saying(&Env::new(), &["--timeout", "3s"], &wants).await;
+    assert!(!out.contains("past the fetcher"), "{out}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
