@@ -292,13 +292,20 @@ const CANCEL_GRACE: Duration = Duration::from_secs(5);
 /// which tells a second signal that the cancel is stored.
 pub(crate) type Interrupt = oneshot::Sender<()>;
 
+/// A signal of the same kind as the first that comes this soon after it is the same
+/// interrupt, not a second one: GNU `timeout` sends its signal twice, to the command and then
+/// to its process group, which holds the command too (microseconds apart). A person pressing
+/// Ctrl-C twice takes longer; one who is quicker presses again.
+const SAME_SIGNAL: Duration = Duration::from_millis(200);
+
 /// The first Ctrl-C (or SIGTERM, as `timeout`, `kill` and service managers send) arrives on
 /// the channel; the second of either ends the process, with the shell's code for it (130 for
 /// Ctrl-C, 143 for SIGTERM), once the command has dropped the first one's [`Interrupt`] (its
 /// cancel stored), or after [`CANCEL_GRACE`]: two signals close together must not leave the
-/// job live in the store. Once the command has dropped the receiver (its jobs are over: there
-/// is nothing to cancel), the first signal ends the process at once. The handlers are
-/// installed before this returns.
+/// job live in the store. (On Unix, the first one's kind again within [`SAME_SIGNAL`] is the
+/// first one repeated, and ignored.) Once the command has dropped the receiver (its jobs are
+/// over: there is nothing to cancel), the first signal ends the process at once. The handlers
+/// are installed before this returns.
 pub(crate) fn interrupts() -> Result<mpsc::Receiver<Interrupt>, String> {
     let (tx, rx) = mpsc::channel(1);
     #[cfg(unix)]
@@ -319,13 +326,17 @@ pub(crate) fn interrupts() -> Result<mpsc::Receiver<Interrupt>, String> {
             let Some(first_code) = next().await else {
                 return;
             };
+            let first_at = Instant::now();
             let (first, cancelled) = oneshot::channel();
             if tx.send(first).await.is_err() {
                 // The command has stopped listening: nothing to cancel.
                 note!("interrupted");
                 std::process::exit(first_code);
             }
-            if let Some(code) = next().await {
+            while let Some(code) = next().await {
+                if code == first_code && first_at.elapsed() < SAME_SIGNAL {
+                    continue;
+                }
                 let _ = tokio::time::timeout(CANCEL_GRACE, cancelled).await;
                 note!("interrupted");
                 std::process::exit(code);

@@ -1611,6 +1611,11 @@ mod interrupt {
         }
     }
 
+    /// How long after the first signal a test sends a second of the same kind: a signal of
+    /// the first one's kind within 200 ms of it is taken for the first repeated (as `timeout`
+    /// sends it), not for a second Ctrl-C.
+    const AFTER_THE_FIRST: Duration = Duration::from_millis(400);
+
     fn sigint(child: &Child) {
         signal(child, "-INT");
     }
@@ -1918,6 +1923,51 @@ mod interrupt {
         assert_eq!(view.job.targets_done, 1);
     }
 
+    /// The same signal twice, microseconds apart, is one interrupt: GNU `timeout` sends its
+    /// signal to the command and then to its process group, which holds the command too.
+    /// The job is cancelled, the target in flight finishes and is stored, the results are
+    /// printed and the run ends with 1, as after one Ctrl-C. (It used to take the copy for a
+    /// second Ctrl-C and quit at once: 130, nothing printed.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_same_signal_twice_at_once_as_timeout_sends_it_is_one_interrupt() {
+        let s = common::start().await;
+        let env = Env::new();
+        let f = env.file(
+            "t.json",
+            &json_array(&[s.url("/sleep/1500"), s.url("/page/b")]),
+        );
+        let (mut child, id, mut err) = tokio::task::block_in_place(|| start(&env, &f));
+        in_flight(&s, 1500).await;
+        let pid = child.id();
+        let ok = Command::new("sh")
+            .args(["-c", &format!("kill -INT {pid}; kill -INT {pid}")])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        let (status, stdout, rest) = tokio::task::block_in_place(|| {
+            let mut rest = String::new();
+            std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+            let mut out = String::new();
+            std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+            (child.wait().unwrap(), out, rest)
+        });
+        assert_eq!(status.code(), Some(1), "{rest}");
+        assert!(rest.contains(&format!("cancelling job {id}")), "{rest}");
+        assert!(!rest.contains("interrupted"), "{rest}");
+        let got: Vec<TargetStatus> = stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(got.len(), 2, "{rest}");
+        assert_eq!(
+            got[0].status,
+            TargetState::Done,
+            "the in-flight target finished"
+        );
+        assert_eq!(got[1].status, TargetState::Pending);
+        assert_eq!(view_of(&env, &id).await.job.status, JobStatus::Cancelled);
+    }
+
     /// A cancelled job's summary counts the targets it never ran (`job ID cancelled: 2/8 done,
     /// 0 failed, 6 not run, 0 retries, 1.4s`), apart from those done and those failed.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1968,6 +2018,8 @@ mod interrupt {
                     break;
                 }
             }
+            // As a person would, not within 200 ms of the first (that is the first repeated).
+            std::thread::sleep(AFTER_THE_FIRST);
             sigint(&child);
             let mut rest = String::new();
             std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
@@ -2066,6 +2118,7 @@ mod interrupt {
                     break;
                 }
             }
+            std::thread::sleep(AFTER_THE_FIRST);
             signal(&child, "-TERM");
             let mut rest = String::new();
             std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
