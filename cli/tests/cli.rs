@@ -1764,8 +1764,9 @@ mod interrupt {
     /// would) does not keep `rota run` waiting for ever for the job to end in the store: it
     /// ends with 1 once the runner is done, and says why.
     /// `rota --store STORE run FILE` with files limited to `limit` blocks of the shell's
-    /// `ulimit -f`, as a full disk would limit them; SIGXFSZ ignored (and so inherited through
-    /// exec), so that a write past the limit fails with EFBIG instead of killing the process.
+    /// `ulimit -f`, as a full disk would limit them. SIGXFSZ is left as it is by default, which
+    /// kills a process at a write past the limit: rota takes it over, so that such a write
+    /// fails with EFBIG instead.
     async fn run_under_file_limit(store: &str, file: &Path, limit: u32) -> Output {
         under_file_limit(store, &format!("run '{}'", file.display()), limit).await
     }
@@ -1774,7 +1775,7 @@ mod interrupt {
     /// file limit.
     async fn under_file_limit(store: &str, command: &str, limit: u32) -> Output {
         let script = format!(
-            "trap '' XFSZ; ulimit -f {limit}; exec '{}' --store '{store}' {command}",
+            "ulimit -f {limit}; exec '{}' --store '{store}' {command}",
             assert_cmd::cargo::cargo_bin!("rota").display(),
         );
         let mut cmd = sh_cmd();
