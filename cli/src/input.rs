@@ -13,6 +13,26 @@ use serde_json::{Map, Value};
 const ONE_LINE_EACH: &str = " (in JSON lines each target is on a line of its own; for targets \
                              written over several lines, put them in a JSON array: [{...}, ...])";
 
+const QUOTE_URLS: &str = " (a URL is a JSON string: put it in double quotes, \"https://...\")";
+
+const NO_COMMENTS: &str = " (JSON has no comments: remove the line)";
+
+/// What a JSON line that serde_json refused with `e` most likely got wrong, if that is clear:
+/// a URL written bare ([`QUOTE_URLS`]), a comment ([`NO_COMMENTS`]), or a value that goes on
+/// past its line's end, as a target written over several lines does ([`ONE_LINE_EACH`]).
+fn line_hint(line: &str, e: &serde_json::Error) -> &'static str {
+    let line = line.trim_start();
+    if line.starts_with('#') || line.starts_with("//") {
+        NO_COMMENTS
+    } else if !line.starts_with(['"', '{', '[']) && line.contains("://") {
+        QUOTE_URLS
+    } else if e.is_eof() {
+        ONE_LINE_EACH
+    } else {
+        ""
+    }
+}
+
 /// The keys a target object may have.
 const TARGET_KEYS: &[&str] = &["url", "options"];
 /// The keys a target's `options` may have.
@@ -59,10 +79,11 @@ pub fn parse_targets_with(
                 continue;
             }
             let Strict(v) = serde_json::from_str(line).map_err(|e| {
-                // A line that ends inside a value: most likely a target written over several
-                // lines, as JSON lines do not allow.
-                let hint = if e.is_eof() { ONE_LINE_EACH } else { "" };
-                format!("line {n}: not valid JSON: {}{hint}", in_line(&e))
+                format!(
+                    "line {n}: not valid JSON: {}{}",
+                    in_line(&e),
+                    line_hint(line, &e)
+                )
             })?;
             out.push(read(v).map_err(|e| format!("line {n}: {e}"))?);
         }
@@ -498,6 +519,41 @@ mod tests {
             e,
             "line 2: not valid JSON: the key \"url\" is given twice at column 36"
         );
+    }
+
+    /// A URL written bare on its line, or a comment line, gets a hint of what JSON lines want;
+    /// a line broken otherwise gets none.
+    #[test]
+    fn a_bare_url_or_a_comment_line_says_what_json_lines_want() {
+        let e = parse_targets("\"https://a.example/1\"\nhttps://a.example/2\n").unwrap_err();
+        assert_eq!(
+            e,
+            format!("line 2: not valid JSON: expected value at column 1{QUOTE_URLS}")
+        );
+        let e = parse_targets("  http://a.example/1\n").unwrap_err();
+        assert!(
+            e.starts_with("line 1: not valid JSON") && e.ends_with(QUOTE_URLS),
+            "{e}"
+        );
+        for comment in ["# my targets", "  // my targets"] {
+            let e = parse_targets(&format!("{comment}\n\"https://a.example/1\"\n")).unwrap_err();
+            assert!(
+                e.starts_with("line 1: not valid JSON") && e.ends_with(NO_COMMENTS),
+                "{e}"
+            );
+        }
+        // A quoted URL, an object or a word without "://" broken otherwise: no such hint.
+        for line in [
+            "\"https://a.example/1\" x",
+            "{\"url\": https://a.example}",
+            "nope",
+        ] {
+            let e = parse_targets(line).unwrap_err();
+            assert!(
+                !e.contains(" (a URL") && !e.contains(" (JSON has"),
+                "{line}: {e}"
+            );
+        }
     }
 
     /// A single target object written over several lines (as a pretty-printer writes it) is
