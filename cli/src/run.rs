@@ -43,6 +43,18 @@ pub async fn evict_to(store: &dyn BatchStore, budget: u64) -> Result<usize, Stri
         .map_err(|e| format!("evicting finished jobs past --max-bytes: {e}"))
 }
 
+/// Whether `store` holds more than `budget` bytes, so that applying it would evict: when that is
+/// not known (the store closed, or failing), it may.
+async fn past_budget(store: Option<&dyn BatchStore>, budget: u64) -> bool {
+    match store {
+        Some(store) => store
+            .total_bytes()
+            .await
+            .map_or(true, |bytes| bytes > budget),
+        None => true,
+    }
+}
+
 /// The most of FILE `rota run` reads for a job of at most `per_job` targets: 1 MiB a target (a
 /// URL is at most 64 KiB), and never less than 16 MiB. Past it the input is refused unread,
 /// rather than read whole into memory (an endless stdin, say) only to be refused for its count.
@@ -270,6 +282,7 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
     } else if printed.is_err()
         && view.job.status.is_terminal()
         && !matches!(store_url, StoreUrl::Memory)
+        && past_budget(store.as_deref(), budget).await
     {
         note!(
             "job {id} kept in the store, --max-bytes not applied: its results could not be \

@@ -1209,23 +1209,23 @@ async fn a_machine_without_ca_certificates_still_runs_on_the_bundled_roots() {
 /// `rota run` whose stdout is closed (`rota run … | head -0`) ends with 1 and says why, after
 /// printing its summary as it would have; its job, whose results went nowhere, stays in the
 /// store past `--max-bytes` (it used to be evicted, its results lost), and the next run that
-/// shows its own job applies the budget.
+/// shows its own job applies the budget. Within the budget, nothing is said of it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_with_its_stdout_closed_keeps_its_job_past_the_budget_and_says_why() {
     use std::process::Stdio;
     let s = common::start().await;
     let env = Env::new();
     let f = env.file("t.json", &json_array(&[s.url("/page/a"), s.url("/page/b")]));
-    // `rota ARGS run --max-bytes 1 FILE` with its stdout's read end closed before anything
+    // `rota ARGS run --max-bytes MAX FILE` with its stdout's read end closed before anything
     // is written.
-    let run_unread = |args: &[&str]| {
+    let run_unread = |args: &[&str], max: &str, f: &Path| {
         let mut child = rota_process()
             .current_dir(env.dir.path())
             .env("ROTA_STORE", env.store())
             .env_remove("RUST_LOG")
             .args(args)
-            .args(["run", "--max-bytes", "1"])
-            .arg(&f)
+            .args(["run", "--max-bytes", max])
+            .arg(f)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -1234,7 +1234,7 @@ async fn run_with_its_stdout_closed_keeps_its_job_past_the_budget_and_says_why()
         drop(child.stdout.take());
         tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
     };
-    let o = run_unread(&[]).await.unwrap();
+    let o = run_unread(&[], "1", &f).await.unwrap();
     let err = stderr(&o);
     assert_eq!(code(&o), 1, "{err}");
     assert!(err.contains("writing stdout"), "{err}");
@@ -1265,8 +1265,17 @@ async fn run_with_its_stdout_closed_keeps_its_job_past_the_budget_and_says_why()
     let st = env.rota(&["status", &id], None).await;
     assert_eq!(code(&st), 1, "evicted past --max-bytes: {}", stderr(&st));
 
+    // A store within its budget would evict nothing: no word of a job kept past it.
+    let h = env.file("v.json", &json_array(&[s.url("/page/d")]));
+    let o = run_unread(&[], "1GiB", &h).await.unwrap();
+    let err = stderr(&o);
+    assert_eq!(code(&o), 1, "{err}");
+    assert!(err.contains("writing stdout"), "{err}");
+    assert!(err.contains(" done: 1/1 done"), "the summary: {err}");
+    assert!(!err.contains("kept in the store"), "{err}");
+
     // The memory store keeps nothing to read back: no word of a job kept.
-    let o = run_unread(&["--store", "memory"]).await.unwrap();
+    let o = run_unread(&["--store", "memory"], "1", &f).await.unwrap();
     let err = stderr(&o);
     assert_eq!(code(&o), 1, "{err}");
     assert!(err.contains("writing stdout"), "{err}");
