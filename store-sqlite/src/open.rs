@@ -178,15 +178,23 @@ fn canonical(path: &Path) -> PathBuf {
 /// The SQLite header magic.
 const MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
+/// The refusal of `path`, whose metadata `m` is not a regular file's, in the redb store's words.
+fn not_a_file(path: &Path, m: &std::fs::Metadata) -> StoreError {
+    let what = if m.is_dir() {
+        "is a directory"
+    } else {
+        "not a regular file"
+    };
+    StoreError::Corrupt(format!("{}: {what}, not a rota store", path.display()))
+}
+
 /// Reads `path`'s header without SQLite and refuses what is not a rota store of this version.
 /// `Ok` for a missing or empty file (new) and for a plausible rota store. Writes nothing.
 pub(crate) fn inspect(path: &Path) -> Result<(), StoreError> {
     let shown = path.display();
     // Looked at before it is opened: opening a FIFO for reading waits for a writer.
     match std::fs::metadata(path) {
-        Ok(m) if !m.is_file() => {
-            return Err(StoreError::Corrupt(format!("{shown}: not a regular file")));
-        }
+        Ok(m) if !m.is_file() => return Err(not_a_file(path, &m)),
         _ => {}
     }
     let mut file = match File::open(path) {
@@ -198,7 +206,7 @@ pub(crate) fn inspect(path: &Path) -> Result<(), StoreError> {
         .metadata()
         .map_err(|e| StoreError::backend(format!("reading {shown}"), e))?;
     if !meta.is_file() {
-        return Err(StoreError::Corrupt(format!("{shown}: not a regular file")));
+        return Err(not_a_file(path, &meta));
     }
     let len = meta.len();
     if len == 0 {
