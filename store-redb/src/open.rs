@@ -263,8 +263,8 @@ fn dir_of(path: &Path) -> &Path {
 
 /// An I/O error met doing `context` to the store file at `path`: when it is a refusal to write
 /// (permissions, an immutable file, a read-only file system), with `why` after the system's own
-/// words, which name no file, and the reason a store that is only read must be writable;
-/// otherwise naming the file, as [`at_file`].
+/// words, which name no file (for a store that exists, `why` says that it must be writable even
+/// to be read); otherwise naming the file, as [`at_file`].
 fn refused(context: &str, path: &Path, e: io::Error, why: impl FnOnce() -> String) -> StoreError {
     let denied = matches!(
         e.kind(),
@@ -275,10 +275,7 @@ fn refused(context: &str, path: &Path, e: io::Error, why: impl FnOnce() -> Strin
     }
     StoreError::Backend {
         context: context.into(),
-        source: BackendError::new(e).explained(format!(
-            "{}; a rota store is written even to read a job from it",
-            why()
-        )),
+        source: BackendError::new(e).explained(why()),
     }
 }
 
@@ -361,7 +358,10 @@ fn inspect(path: &Path, accept: &[&str]) -> Result<Database, StoreError> {
         .open(path)
         .map_err(|e| {
             refused("open store file", path, e, || {
-                format!("{} is not writable", path.display())
+                format!(
+                    "{} is not writable; a rota store is written even to read a job from it",
+                    path.display()
+                )
             })
         })?;
     let len = file

@@ -212,7 +212,7 @@ async fn a_read_only_store_or_directory_is_named_as_such() {
     assert!(
         text.ends_with(&format!(
             "{} does not exist, and its directory {} is not writable, so it cannot be made \
-             there; {NOTE}",
+             there",
             fresh.display(),
             dir.path().display()
         )),

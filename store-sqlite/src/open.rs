@@ -372,6 +372,12 @@ fn not_writable(path: &Path) -> Option<String> {
         _ => Path::new("."),
     };
     match probe_dir(dir) {
+        // (SQLite's own words, "unable to open database file: PATH", name the file.)
+        Err(e) if denied(&e) && !file.exists() => Some(format!(
+            "it does not exist, and its directory {} is not writable ({e}), so it cannot be \
+             made there",
+            dir.display()
+        )),
         Err(e) if denied(&e) => Some(format!(
             "its directory {} is not writable ({e}), and SQLite makes its write-ahead log \
              there; {NOTE}",

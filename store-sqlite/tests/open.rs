@@ -580,6 +580,7 @@ async fn a_read_only_store_its_log_or_its_directory_is_named_as_such() {
     std::os::unix::fs::symlink(&path, &link).unwrap();
     let wal = dir.path().join("rota.sqlite3-wal");
     let fresh = dir.path().join("new.sqlite3");
+    const NOTE: &str = "a rota store is written even to read a job";
     let cases: [(&str, &Path, &Path, &str); 5] = [
         ("file", &path, &path, "rota.sqlite3 is not writable"),
         ("linked-to file", &link, &path, "(a link to"),
@@ -589,7 +590,7 @@ async fn a_read_only_store_its_log_or_its_directory_is_named_as_such() {
             "directory of a new store",
             &fresh,
             dir.path(),
-            "its directory",
+            "new.sqlite3: it does not exist, and its directory",
         ),
     ];
     for (what, open, target, says) in cases {
@@ -597,9 +598,16 @@ async fn a_read_only_store_its_log_or_its_directory_is_named_as_such() {
             return;
         };
         assert!(err.contains(says), "read-only {what}: {err}");
-        assert!(
-            err.contains("a rota store is written even to read a job"),
-            "read-only {what}: {err}"
+        if open == fresh.as_path() {
+            assert!(err.ends_with("), so it cannot be made there"), "{err}");
+        }
+        // An existing store is written even to be read; a new one is not there to be read.
+        let new = open == fresh.as_path();
+        assert_eq!(err.contains(NOTE), !new, "read-only {what}: {err}");
+        assert_eq!(
+            err.contains("write-ahead log"),
+            !new && target == dir.path(),
+            "{err}"
         );
     }
     assert!(!fresh.exists(), "a refused new store left a file");
