@@ -100,8 +100,9 @@ impl HttpFetch {
         let client = match builder().build() {
             Ok(c) => c,
             Err(system) => {
+                // (reqwest's own words are only "builder error": the cause is at the root.)
                 tracing::warn!(
-                    error = %system.without_url(),
+                    error = %root_cause(&system),
                     "no usable system CA certificates: trusting the bundled Mozilla roots"
                 );
                 let roots = webpki_root_certs::TLS_SERVER_ROOT_CERTS
