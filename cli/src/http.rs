@@ -64,12 +64,70 @@ pub struct HttpFetch {
     http_proxy_named: bool,
 }
 
-/// Whether the environment names a proxy for http:// targets (`http_proxy`, `all_proxy`, upper
-/// case too), as reqwest reads them; `no_proxy` may still exempt a host.
+/// Whether the environment names a proxy for http:// targets (`all_proxy`, `http_proxy`, upper
+/// case too), as reqwest reads them: one it can use ([`usable_proxy`]); `no_proxy` may still
+/// exempt a host.
 fn http_proxy_named() -> bool {
-    ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
+    PROXY_VARS[..2]
         .iter()
-        .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
+        .filter_map(proxy_var)
+        .any(|(_, val)| usable_proxy(&val))
+}
+
+/// The first of `pair` set (to valid Unicode), by name and value, as the HTTP client picks it.
+fn proxy_var(pair: &[&'static str; 2]) -> Option<(&'static str, String)> {
+    pair.iter()
+        .find_map(|n| std::env::var(n).ok().map(|v| (*n, v)))
+}
+
+/// The proxy variables the HTTP client reads (hyper-util's `Matcher::from_env`, through
+/// reqwest's system proxy), each pair in the order it reads them: the first one set is used.
+const PROXY_VARS: [[&str; 2]; 3] = [
+    ["ALL_PROXY", "all_proxy"],
+    ["HTTP_PROXY", "http_proxy"],
+    ["HTTPS_PROXY", "https_proxy"],
+];
+
+/// The names of the proxy variables the HTTP client reads that are set to something it cannot
+/// use as a proxy: it ignores them without a word, and fetches go direct. Names only: a value
+/// may hold credentials.
+fn unusable_proxy_vars() -> Vec<&'static str> {
+    PROXY_VARS
+        .iter()
+        .filter_map(proxy_var)
+        .filter(|(_, val)| !val.is_empty() && !usable_proxy(val))
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// Whether the HTTP client takes `val` as a proxy: hyper-util's `parse_env_uri` restated (a URI
+/// with a host, of scheme http, https, socks4, socks4a, socks5 or socks5h, or none, which is
+/// http; credentials before an `@`).
+fn usable_proxy(val: &str) -> bool {
+    use axum::http::Uri;
+    use axum::http::uri::Scheme;
+    let Ok(uri) = val.parse::<Uri>() else {
+        return false;
+    };
+    let scheme = match uri.scheme() {
+        Some(s) if s == &Scheme::HTTP || s == &Scheme::HTTPS => s.clone(),
+        Some(s) if matches!(s.as_str(), "socks4" | "socks4a" | "socks5" | "socks5h") => s.clone(),
+        Some(_) => return false,
+        None => Scheme::HTTP,
+    };
+    let Some(authority) = uri.authority() else {
+        return false;
+    };
+    let host_port = authority
+        .as_str()
+        .split_once('@')
+        .map_or(authority.as_str(), |(_, host_port)| host_port);
+    Uri::builder()
+        .scheme(scheme)
+        .authority(host_port)
+        .path_and_query("/")
+        .build()
+        .is_ok()
 }
 
 /// Makes ring the process's rustls crypto provider (reqwest is built without one, to keep
@@ -114,6 +172,15 @@ impl HttpFetch {
                     .map_err(|e| format!("building the HTTP client: {}", e.without_url()))?
             }
         };
+        if cfg.system_proxy {
+            for name in unusable_proxy_vars() {
+                tracing::warn!(
+                    "{name} is set, but not to a proxy URL (scheme http, https, socks4, \
+                     socks4a, socks5 or socks5h, and a host): it is ignored, and fetches go \
+                     direct"
+                );
+            }
+        }
         Ok(HttpFetch {
             client,
             cfg,
@@ -607,6 +674,40 @@ pub fn human_bytes(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`usable_proxy`] agrees with the HTTP client's own reading of a proxy variable
+    /// (hyper-util's matcher, which reqwest's system proxy is) on each of these values.
+    #[test]
+    fn usable_proxy_agrees_with_the_clients_reading() {
+        let dst: axum::http::Uri = "http://example.com/".parse().unwrap();
+        let values = [
+            ("http://proxy.example:3128", true),
+            ("https://proxy.example", true),
+            ("HTTP://proxy.example:3128/some/path", true),
+            ("proxy.example:3128", true),
+            ("socks5h://user:pass@proxy.example:1080", true),
+            ("socks5://proxy.example:1080", true),
+            ("socks4://proxy.example:1080", true),
+            ("socks4a://proxy.example:1080", true),
+            ("http://user@proxy.example:3128", true),
+            ("bogus://proxy.example", false),
+            ("ftp://proxy.example", false),
+            ("::::", false),
+            ("", false),
+            ("http://", false),
+            ("/just/a/path", false),
+            ("proxy example", false),
+        ];
+        for (val, want) in values {
+            let client = hyper_util::client::proxy::matcher::Matcher::builder()
+                .http(val.to_owned())
+                .build()
+                .intercept(&dst)
+                .is_some();
+            assert_eq!(client, want, "the client on {val:?}");
+            assert_eq!(usable_proxy(val), want, "usable_proxy on {val:?}");
+        }
+    }
 
     /// A pattern's error says where in the pattern, as the regex crate's carets do.
     #[test]

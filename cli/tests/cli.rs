@@ -1324,6 +1324,49 @@ async fn the_demo_fetches_past_a_proxy_the_environment_names() {
     }
 }
 
+/// A proxy variable set to something the HTTP client cannot use (an unknown scheme, no host)
+/// is ignored by it, and the fetches go direct: `rota run` warns of it, by the variable's name
+/// only (its value may hold credentials), and the fetch reaches the host. A failed connection
+/// is then the host's, with no word of a proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_warns_of_a_proxy_variable_the_client_ignores() {
+    let s = common::start().await;
+    let (_held, dead) = common::refusing();
+    let env = Env::new();
+    let targets = json_array(&[s.url("/ok"), format!("http://{dead}/")]);
+    for (var, val) in [
+        ("http_proxy", "bogus://user:secret@unusable.example"),
+        ("ALL_PROXY", "::::secret"),
+    ] {
+        let vars = [(var, val), ("no_proxy", "")];
+        let o = env
+            .rota_with(&["--store", "memory", "run", "-"], Some(&targets), &vars)
+            .await;
+        let err = stderr(&o);
+        assert_eq!(code(&o), 2, "{var}: {err}");
+        assert!(
+            err.contains(&format!(
+                "{var} is set, but not to a proxy URL (scheme http, https, socks4, socks4a, \
+                 socks5 or socks5h, and a host): it is ignored, and fetches go direct"
+            )),
+            "{var}: {err}"
+        );
+        assert!(
+            !err.contains("secret") && !err.contains("unusable"),
+            "{err}"
+        );
+        let got = lines(&o);
+        assert_eq!(got[0].status, TargetState::Done, "{var}: {err}");
+        assert_eq!(got[1].status, TargetState::Failed, "{var}: {err}");
+        assert!(!got[1].hint.contains("proxy"), "{var}: {}", got[1].hint);
+    }
+    // A usable one, or none: no such warning.
+    let o = env
+        .rota_with(&["--store", "memory", "run", "-"], Some(&targets), &[])
+        .await;
+    assert!(!stderr(&o).contains("is set, but not"), "{}", stderr(&o));
+}
+
 /// `rota run` goes through the proxy the environment names, a SOCKS one too (`all_proxy` is
 /// often `socks5://…`, as curl and proxy tools set it): with it every fetch used to fail
 /// `could not connect: unsupported scheme socks5`, with a hint to check the target's host.
