@@ -11,11 +11,49 @@ use crate::{Caller, FetchError, Target, TargetResult};
 
 /// Fetches one target for the caller that submitted its job.
 ///
-/// `cancel` is cancelled when the runner closes: a long fetch should return soon after. A panic
-/// is caught by the runner and stored as `internal error`.
+/// `cancel` is cancelled when the runner closes (or its last handle is dropped): a long fetch
+/// should return soon after. It is the runner's, not the job's: cancelling a job lets its
+/// fetch in flight finish. A panic is caught by the runner and stored as `internal error`.
 ///
 /// Any `Fn(Arc<Caller>, Target, CancellationToken) -> impl Future<Output = Result<TargetResult,
-/// FetchError>>` is a `Fetch`.
+/// FetchError>>` is a `Fetch`, and so is an `Arc` of one (an `Arc<dyn Fetch>` too; a
+/// `Box<dyn Fetch>` is not, as that impl would overlap the closures': `Arc::from` it). A type
+/// of your own implements it with [`async_trait`](crate::async_trait), re-exported here:
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use rota::{async_trait, CancellationToken, Caller, Fetch, FetchError, Target, TargetResult};
+///
+/// struct Echo {
+///     prefix: String,
+/// }
+///
+/// #[async_trait]
+/// impl Fetch for Echo {
+///     async fn fetch(
+///         &self,
+///         _caller: Arc<Caller>,
+///         target: Target,
+///         _cancel: CancellationToken,
+///     ) -> Result<TargetResult, FetchError> {
+///         Ok(TargetResult {
+///             content: format!("{}{}", self.prefix, target.url),
+///             meta: Default::default(),
+///         })
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), FetchError> {
+/// let boxed: Box<dyn Fetch> = Box::new(Echo { prefix: "got ".into() });
+/// let shared: Arc<dyn Fetch> = Arc::from(boxed); // a `Fetch`, for `Runner::start`
+/// let target = Target { url: "https://example.com/".into(), ..Target::default() };
+/// let got = shared.fetch(Arc::default(), target, CancellationToken::new()).await?;
+/// assert_eq!(got.content, "got https://example.com/");
+/// # Ok(())
+/// # }
+/// ```
 #[async_trait]
 pub trait Fetch: Send + Sync + 'static {
     /// Fetches `target` for `caller`.

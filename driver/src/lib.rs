@@ -85,6 +85,9 @@ mod fetch;
 mod guarded;
 mod runner;
 
+/// The attribute that implements [`Fetch`] (and [`BatchStore`]) on a type of your own, as the
+/// traits are declared with it: re-exported so that an embedder needs no dependency of its own.
+pub use async_trait::async_trait;
 pub use fetch::Fetch;
 pub use rota_core::*;
 pub use runner::{Runner, Submitted};

@@ -38,9 +38,13 @@ pub struct Submitted {
 
 /// A running batch job runner: a cheap, cloneable handle (`Send + Sync`).
 ///
-/// Dropping every handle without [`close`](Runner::close) stops the workers after their
-/// in-flight targets are stored; jobs still live stay live in the store until the next
-/// [`start`](Runner::start) fails them `interrupted`.
+/// Dropping every handle without [`close`](Runner::close) cancels the fetches' token, as
+/// `close` does, and stops the workers after their in-flight targets are stored; jobs still
+/// live stay live in the store until the next [`start`](Runner::start) fails them
+/// `interrupted`. Until those targets are stored the workers hold the store: a file store
+/// dropped with it stays open (another open of its file fails `InUse`) until a fetch that
+/// does not heed the token returns. There is nothing to await for that: call `close` to know
+/// when the runner is done with the store.
 ///
 /// **Dropping a call's future** (a timeout, a client gone away) loses no write: `close` goes
 /// on in a task of its own; so do a `submit` whose store writes did not finish in one poll
@@ -288,9 +292,10 @@ impl std::fmt::Debug for Runner {
 
 impl Runner {
     /// Recovers the store (every queued or running job it holds becomes `failed` with error
-    /// `interrupted`), then starts `cfg.workers` workers on the current tokio runtime (an error
-    /// outside one, or on one built without timers: the workers sleep until a busy target is
-    /// due again). tokio tells a runtime without timers only by panicking where a timer is
+    /// `interrupted`), then starts `cfg.workers` workers on the current tokio runtime. Outside
+    /// a runtime, or on one built without timers (the workers sleep on a timer until a busy
+    /// target is due again), it fails with `StoreError::Backend` ("starting the runner's
+    /// workers: …"). tokio tells a runtime without timers only by panicking where a timer is
     /// made: that panic is caught here, but the process's panic hook still reports it, and a
     /// build with `panic = "abort"` aborts instead of getting the error.
     ///
