@@ -127,9 +127,15 @@ impl StoreUrl {
                      ends)"
                         .into()
                 }
-                // SQLite says only "unable to open database file".
+                // redb says only "No such file or directory", naming the file (the SQLite
+                // store names a missing directory itself: not twice).
                 _ => match self.path().and_then(Path::parent) {
-                    Some(dir) if !dir.as_os_str().is_empty() => {
+                    Some(dir)
+                        if !dir.as_os_str().is_empty()
+                            && !e
+                                .to_string()
+                                .contains(&format!("directory {}", dir.display())) =>
+                    {
                         dir_hint(dir, &std::fs::metadata(dir))
                     }
                     _ => String::new(),
@@ -207,10 +213,14 @@ mod tests {
             "redb:/no-such-rota-dir/x.redb",
         ] {
             let e = open_error(url);
-            assert!(
-                e.ends_with("(there is no directory /no-such-rota-dir)"),
-                "{e}"
-            );
+            let said = if url.starts_with("sqlite") {
+                // The store's own words; said once.
+                "it does not exist, and neither does its directory /no-such-rota-dir"
+            } else {
+                "(there is no directory /no-such-rota-dir)"
+            };
+            assert!(e.ends_with(said), "{e}");
+            assert_eq!(e.matches("directory /no-such-rota-dir").count(), 1, "{e}");
         }
     }
 

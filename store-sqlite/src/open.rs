@@ -328,7 +328,8 @@ pub(crate) fn open_file(path: &Path, opts: SqliteOptions) -> Result<Opened, Stor
 /// Why the store at `path` may not be written, if it may not: SQLite says only "disk I/O
 /// error", "unable to open database file" or "attempt to write a readonly database" when the
 /// file, its write-ahead log, or the directory that log is to be made in is read-only to this
-/// process (permissions, an immutable file, a read-only file system). It looks where SQLite
+/// process (permissions, an immutable file, a read-only file system), or when a new file's
+/// directory does not exist. It looks where SQLite
 /// writes: through a symbolic link, at the file it leads to. The look changes nothing that
 /// stays: files are opened for writing without being created or truncated, and the directory
 /// is tried with a new empty file of a name of its own, removed at once.
@@ -373,6 +374,10 @@ fn not_writable(path: &Path) -> Option<String> {
     };
     match probe_dir(dir) {
         // (SQLite's own words, "unable to open database file: PATH", name the file.)
+        Err(e) if e.kind() == io::ErrorKind::NotFound && !file.exists() => Some(format!(
+            "it does not exist, and neither does its directory {}",
+            dir.display()
+        )),
         Err(e) if denied(&e) && !file.exists() => Some(format!(
             "it does not exist, and its directory {} is not writable ({e}), so it cannot be \
              made there",

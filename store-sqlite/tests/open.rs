@@ -472,6 +472,27 @@ fn a_rota_store_missing_a_table_is_refused() {
     }
 }
 
+/// A new store in a directory that does not exist fails with SQLite's error and the reason
+/// (SQLite says only "unable to open database file"), and makes no directory.
+#[test]
+fn a_new_store_in_a_missing_directory_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing");
+    let err = SqliteStore::open(missing.join("rota.sqlite3"))
+        .map(drop)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unable to open database file"), "{err}");
+    assert!(
+        err.ends_with(&format!(
+            ": it does not exist, and neither does its directory {}",
+            missing.display()
+        )),
+        "{err}"
+    );
+    assert!(!missing.exists());
+}
+
 #[test]
 fn a_directory_is_refused() {
     let dir = tempfile::tempdir().unwrap();
