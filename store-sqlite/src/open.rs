@@ -329,10 +329,10 @@ pub(crate) fn open_file(path: &Path, opts: SqliteOptions) -> Result<Opened, Stor
 /// error", "unable to open database file" or "attempt to write a readonly database" when the
 /// file, its write-ahead log, or the directory that log is to be made in is read-only to this
 /// process (permissions, an immutable file, a read-only file system), or when a new file's
-/// directory does not exist. It looks where SQLite
-/// writes: through a symbolic link, at the file it leads to. The look changes nothing that
-/// stays: files are opened for writing without being created or truncated, and the directory
-/// is tried with a new empty file of a name of its own, removed at once.
+/// directory does not exist. It looks where SQLite writes: through a symbolic link, at the file
+/// it leads to. The look changes nothing that stays: files are opened for writing without being
+/// created or truncated, and the directory is tried with a new empty file of a name of its
+/// own, removed at once.
 fn not_writable(path: &Path) -> Option<String> {
     fn denied(e: &io::Error) -> bool {
         matches!(
