@@ -1671,6 +1671,16 @@ mod interrupt {
     /// sends it), not for a second Ctrl-C.
     const AFTER_THE_FIRST: Duration = Duration::from_millis(400);
 
+    /// Sends `first`, then `second` (`kill`'s signal options) to `child` at once, by one shell.
+    fn signals_at_once(child: &Child, first: &str, second: &str) {
+        let pid = child.id();
+        let ok = Command::new("sh")
+            .args(["-c", &format!("kill {first} {pid}; kill {second} {pid}")])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+
     fn sigint(child: &Child) {
         signal(child, "-INT");
     }
@@ -1994,12 +2004,7 @@ mod interrupt {
         );
         let (mut child, id, mut err) = tokio::task::block_in_place(|| start(&env, &f));
         in_flight(&s, 1500).await;
-        let pid = child.id();
-        let ok = Command::new("sh")
-            .args(["-c", &format!("kill -INT {pid}; kill -INT {pid}")])
-            .status()
-            .unwrap();
-        assert!(ok.success());
+        signals_at_once(&child, "-INT", "-INT");
         let (status, stdout, rest) = tokio::task::block_in_place(|| {
             let mut rest = String::new();
             std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
@@ -2236,12 +2241,7 @@ mod interrupt {
         );
         let (mut child, id, mut err) = tokio::task::block_in_place(|| start(&env, &f));
         in_flight(&s, 60000).await;
-        let pid = child.id();
-        let ok = Command::new("sh")
-            .args(["-c", &format!("kill -INT {pid}; kill -TERM {pid}")])
-            .status()
-            .unwrap();
-        assert!(ok.success());
+        signals_at_once(&child, "-INT", "-TERM");
         let mut rest = String::new();
         tokio::task::block_in_place(|| std::io::Read::read_to_string(&mut err, &mut rest).unwrap());
         let status = tokio::task::block_in_place(|| child.wait().unwrap());
