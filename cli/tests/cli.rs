@@ -638,6 +638,39 @@ async fn a_job_past_max_bytes_is_shown_whole_then_evicted() {
     assert!(!out.contains("Read one back"), "{out}");
 }
 
+/// `sqlite:PATH` names a file even when PATH begins with `file:`: the bundled SQLite would read
+/// such a name as a URI, whose query may pick a VFS without locks (`vfs=unix-none`), so that
+/// two owners wrote one file at once and jobs were lost. The store is the file of that very
+/// name, and it keeps a second owner out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sqlite_path_that_looks_like_a_uri_is_a_file_of_that_name() {
+    let s = common::start().await;
+    let env = Env::new();
+    let name = "file:x.db?vfs=unix-none";
+    let store = format!("sqlite:{name}");
+    let targets = json_array(&[s.url("/ok")]);
+    let o = env
+        .rota(&["--store", &store, "run", "-"], Some(&targets))
+        .await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let id = job_id(&o);
+    let file = env.dir.path().join(name);
+    assert!(file.is_file(), "no file named {name}");
+    assert!(!env.dir.path().join("x.db").exists());
+
+    let held = rota_store_sqlite::SqliteStore::open(&file).unwrap();
+    let o = env.rota(&["--store", &store, "status", &id], None).await;
+    assert_eq!(code(&o), 1);
+    assert!(
+        stderr(&o).contains("in use by another owner"),
+        "{}",
+        stderr(&o)
+    );
+    drop(held);
+    let o = env.rota(&["--store", &store, "status", &id], None).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_reads_the_job_back_from_the_sqlite_file() {
     let s = common::start().await;

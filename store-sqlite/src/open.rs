@@ -445,6 +445,21 @@ fn pause(attempt: u32) -> Duration {
     Duration::from_micros(1_000 + h.finish() % 9_001)
 }
 
+/// `path` as SQLite is to be given it so that it names that file: the bundled SQLite is built
+/// with `SQLITE_USE_URI`, so a name that begins with `file:` would be read as a URI whatever the
+/// open's flags, its query able to pick another file, the memory, or a VFS without locks
+/// (`file:x.db?vfs=unix-none`: two owners of one file, and jobs lost). Such a relative path is
+/// given as `./file:…`, the same file, which SQLite takes as a name. (An absolute path begins
+/// with `/`.)
+fn literal(path: &Path) -> std::borrow::Cow<'_, Path> {
+    let bytes = path.as_os_str().as_encoded_bytes();
+    if bytes.len() >= 5 && bytes[..5].eq_ignore_ascii_case(b"file:") {
+        std::borrow::Cow::Owned(Path::new(".").join(path))
+    } else {
+        std::borrow::Cow::Borrowed(path)
+    }
+}
+
 /// [`open_file`]'s SQLite part, under the claim: the connection and the tally.
 fn open_claimed(
     path: &Path,
@@ -457,7 +472,7 @@ fn open_claimed(
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let mut conn = Connection::open_with_flags(path, flags)
+    let mut conn = Connection::open_with_flags(literal(path), flags)
         .map_err(|e| crate::error::sql(&format!("opening {shown}"), e))?;
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, had_wal)
         .map_err(ctx("holding the checkpoint on close"))?;
@@ -576,6 +591,24 @@ mod tests {
     use std::sync::{Arc, Barrier};
 
     use super::*;
+
+    /// A relative path that begins with `file:` (in any case) is given to SQLite as `./file:…`,
+    /// which it takes as a name, not a URI; every other path as it is.
+    #[test]
+    fn a_path_that_looks_like_a_uri_is_given_as_a_name() {
+        for (given, opened) in [
+            ("file:x.db", "./file:x.db"),
+            ("FILE:x.db?vfs=unix-none", "./FILE:x.db?vfs=unix-none"),
+            ("file:", "./file:"),
+            ("files.db", "files.db"),
+            ("x/file:x.db", "x/file:x.db"),
+            ("/tmp/file:x.db", "/tmp/file:x.db"),
+            ("./file:x.db", "./file:x.db"),
+            ("file", "file"),
+        ] {
+            assert_eq!(literal(Path::new(given)), Path::new(opened), "{given}");
+        }
+    }
 
     /// Two opens of one file at the same moment (as two processes would make them: no claim
     /// between them, SQLite's locks only): one of them, at least, opens it. Without the
