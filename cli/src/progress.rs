@@ -1,7 +1,7 @@
 //! Watching a job: a fetch wrapper that counts retries, hooks that wake the watcher, and the
 //! progress display on stderr.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -167,7 +167,8 @@ impl Counts {
     }
 }
 
-/// The progress display: a bar when stderr is a terminal, else a plain line per change.
+/// The progress display: a bar when stderr is a terminal that can draw one, else a plain line
+/// per change.
 pub enum Progress {
     /// An indicatif bar on stderr.
     Bar(ProgressBar),
@@ -176,17 +177,19 @@ pub enum Progress {
 }
 
 impl Progress {
-    /// A bar if stderr is a terminal, else plain lines.
+    /// A bar if stderr is a terminal that can draw one, else plain lines. indicatif draws
+    /// nothing on a terminal whose `TERM` is `dumb` or unset (an editor's shell, a CI runner's
+    /// pseudo-terminal): there the lines are shown, not a bar that never appears.
     pub fn new(total: usize) -> Progress {
-        if !std::io::stderr().is_terminal() {
+        let target = ProgressDrawTarget::stderr();
+        if target.is_hidden() {
             return Progress::Lines(None);
         }
         let style =
             ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} finished · {msg}")
                 .map(|s| s.progress_chars("=> "))
                 .unwrap_or_else(|_| ProgressStyle::default_bar());
-        let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr())
-            .with_style(style);
+        let bar = ProgressBar::with_draw_target(Some(total as u64), target).with_style(style);
         bar.enable_steady_tick(Duration::from_millis(120));
         Progress::Bar(bar)
     }

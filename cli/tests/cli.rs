@@ -1210,6 +1210,59 @@ async fn demo_runs_two_jobs_offline_and_leaves_them_in_the_store() {
     );
 }
 
+/// On a terminal, `rota run` draws a bar; on one whose `TERM` is `dumb` or unset, where
+/// indicatif draws nothing, it prints the plain progress lines instead (it used to show no
+/// progress at all there). The terminal is `script`'s (util-linux); where there is no `script`,
+/// this says so on stderr and checks nothing (under `CI`, it fails).
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dumb_terminal_gets_the_plain_progress_lines() {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no `script` to make a terminal"
+        );
+        eprintln!("no `script` here: the terminal's progress is not checked");
+        return;
+    }
+    let s = common::start().await;
+    let env = Env::new();
+    let f = env.file("t.json", &json_array(&[s.url("/ok")]));
+    let line = format!(
+        "'{}' --store memory run '{}' > /dev/null",
+        assert_cmd::cargo::cargo_bin!("rota").display(),
+        f.display()
+    );
+    for term in [Some("dumb"), None, Some("xterm")] {
+        let mut cmd = assert_cmd::Command::from_std(without_proxy("script"));
+        cmd.args(["-qec", &line, "/dev/null"])
+            .env_remove("RUST_LOG")
+            .timeout(LIMIT);
+        match term {
+            Some(t) => cmd.env("TERM", t),
+            None => cmd.env_remove("TERM"),
+        };
+        let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap();
+        // What the terminal showed: rota's stderr.
+        let shown = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(code(&o), 0, "TERM {term:?}: {shown}");
+        let lines = shown.contains("progress: 1/1 finished, 0 failed, 0 retries");
+        let bar = shown.contains("1/1 finished · 0 failed, 0 retries");
+        assert_eq!(
+            (lines, bar),
+            (term != Some("xterm"), term == Some("xterm")),
+            "TERM {term:?}: {shown}"
+        );
+        assert!(shown.contains(" done: 1/1 done"), "TERM {term:?}: {shown}");
+    }
+}
+
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_machine_without_ca_certificates_still_runs_on_the_bundled_roots() {
