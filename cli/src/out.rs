@@ -6,7 +6,9 @@
 //! stop; a failed write to stderr is dropped.
 
 use std::io::{self, Write};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use indicatif::ProgressBar;
 
 /// What the first failed write to stdout failed with.
 static STDOUT_FAILED: OnceLock<String> = OnceLock::new();
@@ -43,6 +45,19 @@ pub fn err(line: &str) {
     let _ = writeln!(w, "{line}");
 }
 
+/// The progress bar on stderr, while one is shown: the logs go above it ([`QuietStderr`]).
+static BAR: Mutex<Option<ProgressBar>> = Mutex::new(None);
+
+/// Tells the log writer of the bar now shown on stderr, or that none is (`None`).
+pub fn showing(bar: Option<ProgressBar>) {
+    *BAR.lock().unwrap_or_else(PoisonError::into_inner) = bar;
+}
+
+/// The bar shown on stderr, if any (a handle to it: the lock is not held while it is used).
+fn bar_shown() -> Option<ProgressBar> {
+    BAR.lock().unwrap_or_else(PoisonError::into_inner).clone()
+}
+
 /// Stderr for the log subscriber: a write never fails (tracing-subscriber reports a failed write
 /// with `eprintln!`, which panics when stderr is gone).
 #[derive(Debug, Clone, Copy, Default)]
@@ -50,7 +65,16 @@ pub struct QuietStderr;
 
 impl Write for QuietStderr {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let _ = io::stderr().write_all(buf);
+        // tracing-subscriber writes each record whole, in one call: the bar is cleared for it
+        // and drawn again below it, not written over.
+        match bar_shown() {
+            Some(bar) => bar.suspend(|| {
+                let _ = io::stderr().write_all(buf);
+            }),
+            None => {
+                let _ = io::stderr().write_all(buf);
+            }
+        }
         Ok(buf.len())
     }
 

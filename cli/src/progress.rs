@@ -191,6 +191,7 @@ impl Progress {
                 .unwrap_or_else(|_| ProgressStyle::default_bar());
         let bar = ProgressBar::with_draw_target(Some(total as u64), target).with_style(style);
         bar.enable_steady_tick(Duration::from_millis(120));
+        crate::out::showing(Some(bar.clone()));
         Progress::Bar(bar)
     }
 
@@ -228,7 +229,15 @@ impl Progress {
     /// Removes the bar, if any.
     pub fn finish(&self) {
         if let Progress::Bar(bar) = self {
+            crate::out::showing(None);
             bar.finish_and_clear();
         }
+    }
+}
+
+impl Drop for Progress {
+    /// A command that returns early (an error) leaves no bar behind for the logs to go around.
+    fn drop(&mut self) {
+        self.finish();
     }
 }

@@ -1210,13 +1210,15 @@ async fn demo_runs_two_jobs_offline_and_leaves_them_in_the_store() {
     );
 }
 
-/// On a terminal, `rota run` draws a bar; on one whose `TERM` is `dumb` or unset, where
-/// indicatif draws nothing, it prints the plain progress lines instead (it used to show no
-/// progress at all there). The terminal is `script`'s (util-linux); where there is no `script`,
-/// this says so on stderr and checks nothing (under `CI`, it fails).
+/// What a terminal shows of `rota --store memory run FILE > /dev/null` (its stderr), the
+/// terminal `script`'s (util-linux), with `TERM` set to `term` (unset for `None`) and `vars`.
+/// `None` where there is no `script`: then this says so on stderr (under `CI`, it fails).
 #[cfg(unix)]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dumb_terminal_gets_the_plain_progress_lines() {
+async fn shown_on_a_terminal(
+    file: &Path,
+    term: Option<&str>,
+    vars: &[(&str, &str)],
+) -> Option<String> {
     if std::process::Command::new("script")
         .arg("--version")
         .output()
@@ -1226,32 +1228,44 @@ async fn a_dumb_terminal_gets_the_plain_progress_lines() {
             std::env::var_os("CI").is_none(),
             "no `script` to make a terminal"
         );
-        eprintln!("no `script` here: the terminal's progress is not checked");
-        return;
+        eprintln!("no `script` here: what a terminal shows is not checked");
+        return None;
     }
-    let s = common::start().await;
-    let env = Env::new();
-    let f = env.file("t.json", &json_array(&[s.url("/ok")]));
     let line = format!(
         "'{}' --store memory run '{}' > /dev/null",
         assert_cmd::cargo::cargo_bin!("rota").display(),
-        f.display()
+        file.display()
     );
+    let mut cmd = assert_cmd::Command::from_std(without_proxy("script"));
+    cmd.args(["-qec", &line, "/dev/null"])
+        .env_remove("RUST_LOG")
+        .envs(vars.iter().copied())
+        .timeout(LIMIT);
+    match term {
+        Some(t) => cmd.env("TERM", t),
+        None => cmd.env_remove("TERM"),
+    };
+    let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let shown = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(code(&o), 0, "TERM {term:?}: {shown}");
+    Some(shown)
+}
+
+/// On a terminal, `rota run` draws a bar; on one whose `TERM` is `dumb` or unset, where
+/// indicatif draws nothing, it prints the plain progress lines instead (it used to show no
+/// progress at all there).
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dumb_terminal_gets_the_plain_progress_lines() {
+    let s = common::start().await;
+    let env = Env::new();
+    let f = env.file("t.json", &json_array(&[s.url("/ok")]));
     for term in [Some("dumb"), None, Some("xterm")] {
-        let mut cmd = assert_cmd::Command::from_std(without_proxy("script"));
-        cmd.args(["-qec", &line, "/dev/null"])
-            .env_remove("RUST_LOG")
-            .timeout(LIMIT);
-        match term {
-            Some(t) => cmd.env("TERM", t),
-            None => cmd.env_remove("TERM"),
+        let Some(shown) = shown_on_a_terminal(&f, term, &[]).await else {
+            return;
         };
-        let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-            .await
-            .unwrap();
-        // What the terminal showed: rota's stderr.
-        let shown = String::from_utf8_lossy(&o.stdout);
-        assert_eq!(code(&o), 0, "TERM {term:?}: {shown}");
         let lines = shown.contains("progress: 1/1 finished, 0 failed, 0 retries");
         let bar = shown.contains("1/1 finished · 0 failed, 0 retries");
         assert_eq!(
@@ -1260,6 +1274,38 @@ async fn a_dumb_terminal_gets_the_plain_progress_lines() {
             "TERM {term:?}: {shown}"
         );
         assert!(shown.contains(" done: 1/1 done"), "TERM {term:?}: {shown}");
+    }
+}
+
+/// A log record written while the bar is drawn goes on a line of its own above the bar, the
+/// bar cleared first: it used to be written on after the bar's text, and the bar's fragments
+/// stayed on screen.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_go_above_the_progress_bar_not_onto_it() {
+    let s = common::start().await;
+    let env = Env::new();
+    let f = env.file(
+        "t.json",
+        &json_array(&[s.url("/sleep/300"), s.url("/sleep/300"), s.url("/ok")]),
+    );
+    let vars = [("RUST_LOG", "rota=debug")];
+    let Some(shown) = shown_on_a_terminal(&f, Some("xterm"), &vars).await else {
+        return;
+    };
+    // The terminal's lines, and within one what a carriage return starts again.
+    let pieces: Vec<&str> = shown.split(['\r', '\n']).collect();
+    let logs = pieces.iter().filter(|p| p.contains("DEBUG")).count();
+    assert!(logs >= 3, "the debug records: {shown}");
+    assert!(
+        pieces.iter().any(|p| p.contains("finished · ")),
+        "the bar: {shown}"
+    );
+    for p in pieces {
+        assert!(
+            !(p.contains("DEBUG") && p.contains("finished · ")),
+            "a record written onto the bar: {p:?}"
+        );
     }
 }
 
