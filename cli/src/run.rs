@@ -56,14 +56,19 @@ async fn past_budget(store: Option<&dyn BatchStore>, budget: u64) -> bool {
 }
 
 /// The most of FILE `rota run` reads for a job of at most `per_job` targets: 1 MiB a target (a
-/// URL is at most 64 KiB), and never less than 16 MiB. Past it the input is refused unread,
-/// rather than read whole into memory (an endless stdin, say) only to be refused for its count.
+/// URL is at most 64 KiB), never less than 16 MiB and never more than [`MAX_INPUT`]. Past it
+/// the input is refused unread, rather than read whole into memory (an endless stdin, say) only
+/// to be refused for its count.
 pub fn input_cap(per_job: usize) -> u64 {
     u64::try_from(per_job)
         .unwrap_or(u64::MAX)
         .saturating_mul(1 << 20)
-        .max(16 << 20)
+        .clamp(16 << 20, MAX_INPUT)
 }
+
+/// The most of FILE `rota run` reads whatever `--targets-per-job` says (which has no upper
+/// bound): 1 GiB, 16 384 targets of the longest URLs.
+pub const MAX_INPUT: u64 = 1 << 30;
 
 /// Reads `r` to its end as UTF-8 text, or fails once it is past `cap` bytes; `name` names it in
 /// the errors.
@@ -75,7 +80,7 @@ pub fn read_at_most(r: impl Read, cap: u64, name: &str) -> Result<String, String
     if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > cap {
         return Err(format!(
             "{name}: larger than {} MiB, more than a job of at most --targets-per-job targets \
-             needs (1 MiB a target, at least 16 MiB in all)",
+             needs (1 MiB a target, at least 16 MiB and at most 1 GiB in all)",
             cap >> 20
         ));
     }
@@ -515,10 +520,12 @@ mod tests {
     }
 
     #[test]
-    fn the_input_cap_is_a_mib_a_target_and_at_least_16_mib() {
+    fn the_input_cap_is_a_mib_a_target_at_least_16_mib_and_at_most_1_gib() {
         assert_eq!(input_cap(32), 32 << 20);
         assert_eq!(input_cap(1), 16 << 20);
-        assert_eq!(input_cap(usize::MAX), u64::MAX);
+        assert_eq!(input_cap(1024), 1 << 30);
+        assert_eq!(input_cap(1025), 1 << 30);
+        assert_eq!(input_cap(usize::MAX), 1 << 30);
     }
 
     /// Input that is not UTF-8 says where its first bad byte is.
