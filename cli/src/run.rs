@@ -127,7 +127,12 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
     }));
     let cap = input_cap(cfg.targets_per_job);
     let text = if is_stdin {
-        read_at_most(std::io::stdin().lock(), cap, &name)?
+        let stdin = std::io::stdin().lock();
+        // Typed in by hand: say what is read, and how to end it.
+        if std::io::IsTerminal::is_terminal(&stdin) {
+            note!("reading the targets from the terminal: one per line, then Ctrl-D");
+        }
+        read_at_most(stdin, cap, &name)?
     } else {
         let file = std::fs::File::open(&args.file).map_err(|e| format!("reading {name}: {e}"))?;
         read_at_most(file, cap, &name)?

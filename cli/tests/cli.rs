@@ -1219,6 +1219,18 @@ async fn shown_on_a_terminal(
     term: Option<&str>,
     vars: &[(&str, &str)],
 ) -> Option<String> {
+    typed_on_a_terminal(&format!("'{}'", file.display()), None, term, vars).await
+}
+
+/// [`shown_on_a_terminal`] of `rota --store memory run FILE` where FILE is as the shell is to
+/// read it, and with `typed` typed in on the terminal (then the end of input).
+#[cfg(unix)]
+async fn typed_on_a_terminal(
+    file: &str,
+    typed: Option<&str>,
+    term: Option<&str>,
+    vars: &[(&str, &str)],
+) -> Option<String> {
     if std::process::Command::new("script")
         .arg("--version")
         .output()
@@ -1232,15 +1244,17 @@ async fn shown_on_a_terminal(
         return None;
     }
     let line = format!(
-        "'{}' --store memory run '{}' > /dev/null",
+        "'{}' --store memory run {file} > /dev/null",
         assert_cmd::cargo::cargo_bin!("rota").display(),
-        file.display()
     );
     let mut cmd = assert_cmd::Command::from_std(without_proxy("script"));
     cmd.args(["-qec", &line, "/dev/null"])
         .env_remove("RUST_LOG")
         .envs(vars.iter().copied())
         .timeout(LIMIT);
+    if let Some(t) = typed {
+        cmd.write_stdin(t.to_owned());
+    }
     match term {
         Some(t) => cmd.env("TERM", t),
         None => cmd.env_remove("TERM"),
@@ -1275,6 +1289,27 @@ async fn a_dumb_terminal_gets_the_plain_progress_lines() {
         );
         assert!(shown.contains(" done: 1/1 done"), "TERM {term:?}: {shown}");
     }
+}
+
+/// `rota run -` whose stdin is a terminal says that it reads the targets from it, and how to
+/// end them, rather than wait without a word; from a pipe it says nothing of it.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_from_a_terminal_says_how_to_end_the_targets() {
+    const SAYS: &str = "reading the targets from the terminal: one per line, then Ctrl-D";
+    let s = common::start().await;
+    let env = Env::new();
+    let typed = format!("\"{}\"\n", s.url("/ok"));
+    let Some(shown) = typed_on_a_terminal("-", Some(&typed), Some("dumb"), &[]).await else {
+        return;
+    };
+    assert!(shown.contains(SAYS), "{shown}");
+    assert!(shown.contains(" done: 1/1 done"), "{shown}");
+    let o = env
+        .rota(&["--store", "memory", "run", "-"], Some(&typed))
+        .await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(!stderr(&o).contains(SAYS), "{}", stderr(&o));
 }
 
 /// A log record written while the bar is drawn goes on a line of its own above the bar, the
