@@ -64,40 +64,73 @@ pub struct HttpFetch {
     http_proxy_named: bool,
 }
 
-/// Whether the environment names a proxy for http:// targets (`all_proxy`, `http_proxy`, upper
-/// case too), as reqwest reads them: one it can use ([`usable_proxy`]); `no_proxy` may still
-/// exempt a host.
-fn http_proxy_named() -> bool {
-    PROXY_VARS[..2]
-        .iter()
-        .filter_map(proxy_var)
-        .any(|(_, val)| usable_proxy(&val))
+/// The proxy variables as the HTTP client reads them (hyper-util's `Matcher::from_env`, through
+/// reqwest's system proxy): of each pair (upper case first) the first one set, by name and
+/// value. http:// targets go through `http` if it is usable, else `all`; https:// through
+/// `https`, else `all`; under CGI (`REQUEST_METHOD` set) through none.
+#[derive(Debug, Default)]
+struct ProxyEnv {
+    cgi: bool,
+    all: Option<(&'static str, String)>,
+    http: Option<(&'static str, String)>,
+    https: Option<(&'static str, String)>,
 }
 
-/// The first of `pair` set (to valid Unicode), by name and value, as the HTTP client picks it.
-fn proxy_var(pair: &[&'static str; 2]) -> Option<(&'static str, String)> {
-    pair.iter()
-        .find_map(|n| std::env::var(n).ok().map(|v| (*n, v)))
-}
+impl ProxyEnv {
+    fn read() -> ProxyEnv {
+        // The first of `pair` set (to valid Unicode), as the client picks it.
+        let var = |pair: [&'static str; 2]| {
+            pair.into_iter()
+                .find_map(|n| std::env::var(n).ok().map(|v| (n, v)))
+        };
+        ProxyEnv {
+            cgi: std::env::var_os("REQUEST_METHOD").is_some(),
+            all: var(["ALL_PROXY", "all_proxy"]),
+            http: var(["HTTP_PROXY", "http_proxy"]),
+            https: var(["HTTPS_PROXY", "https_proxy"]),
+        }
+    }
 
-/// The proxy variables the HTTP client reads (hyper-util's `Matcher::from_env`, through
-/// reqwest's system proxy), each pair in the order it reads them: the first one set is used.
-const PROXY_VARS: [[&str; 2]; 3] = [
-    ["ALL_PROXY", "all_proxy"],
-    ["HTTP_PROXY", "http_proxy"],
-    ["HTTPS_PROXY", "https_proxy"],
-];
+    /// Whether `var` holds a proxy the client can use.
+    fn usable(var: &Option<(&'static str, String)>) -> bool {
+        var.as_ref().is_some_and(|(_, val)| usable_proxy(val))
+    }
 
-/// The names of the proxy variables the HTTP client reads that are set to something it cannot
-/// use as a proxy: it ignores them without a word, and fetches go direct. Names only: a value
-/// may hold credentials.
-fn unusable_proxy_vars() -> Vec<&'static str> {
-    PROXY_VARS
-        .iter()
-        .filter_map(proxy_var)
-        .filter(|(_, val)| !val.is_empty() && !usable_proxy(val))
-        .map(|(name, _)| name)
-        .collect()
+    /// Whether http:// targets go through a proxy (`no_proxy` may still exempt a host).
+    fn for_http(&self) -> bool {
+        !self.cgi && (Self::usable(&self.http) || Self::usable(&self.all))
+    }
+
+    /// Whether https:// targets go through a proxy (`no_proxy` may still exempt a host).
+    fn for_https(&self) -> bool {
+        !self.cgi && (Self::usable(&self.https) || Self::usable(&self.all))
+    }
+
+    /// A warning for each variable set to something the client cannot use as a proxy, which
+    /// it ignores without a word: by name only (a value may hold credentials), and which
+    /// fetches then go direct, if any do.
+    fn warnings(&self) -> Vec<String> {
+        if self.cgi {
+            return Vec::new();
+        }
+        let direct = match (self.for_http(), self.for_https()) {
+            (false, false) => ", and fetches go direct",
+            (false, true) => ", and http:// fetches go direct",
+            (true, false) => ", and https:// fetches go direct",
+            (true, true) => "",
+        };
+        [&self.all, &self.http, &self.https]
+            .into_iter()
+            .flatten()
+            .filter(|(_, val)| !val.is_empty() && !usable_proxy(val))
+            .map(|(name, _)| {
+                format!(
+                    "{name} is set, but not to a proxy URL (scheme http, https, socks4, \
+                     socks4a, socks5 or socks5h, and a host): it is ignored{direct}"
+                )
+            })
+            .collect()
+    }
 }
 
 /// Whether the HTTP client takes `val` as a proxy: hyper-util's `parse_env_uri` restated (a URI
@@ -172,19 +205,16 @@ impl HttpFetch {
                     .map_err(|e| format!("building the HTTP client: {}", e.without_url()))?
             }
         };
+        let proxies = ProxyEnv::read();
         if cfg.system_proxy {
-            for name in unusable_proxy_vars() {
-                tracing::warn!(
-                    "{name} is set, but not to a proxy URL (scheme http, https, socks4, \
-                     socks4a, socks5 or socks5h, and a host): it is ignored, and fetches go \
-                     direct"
-                );
+            for warning in proxies.warnings() {
+                tracing::warn!("{warning}");
             }
         }
         Ok(HttpFetch {
             client,
             cfg,
-            http_proxy_named: cfg.system_proxy && http_proxy_named(),
+            http_proxy_named: cfg.system_proxy && proxies.for_http(),
         })
     }
 
@@ -674,6 +704,88 @@ pub fn human_bytes(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Which fetches an unusable proxy variable leaves going direct: none where another
+    /// variable's proxy takes its place (`all_proxy` for either scheme), and nothing under CGI,
+    /// where the client reads no proxy variable at all.
+    #[test]
+    fn an_unusable_proxy_variable_is_warned_of_with_what_goes_direct() {
+        let set = |name: &'static str, val: &str| Some((name, val.to_owned()));
+        let ok = "http://proxy.example:3128";
+        let bad = "bogus://proxy.example";
+        let says = |env: &ProxyEnv| env.warnings();
+        let warning = |name: &str, tail: &str| {
+            vec![format!(
+                "{name} is set, but not to a proxy URL (scheme http, https, socks4, socks4a, \
+                 socks5 or socks5h, and a host): it is ignored{tail}"
+            )]
+        };
+        let only_http = ProxyEnv {
+            http: set("http_proxy", bad),
+            ..ProxyEnv::default()
+        };
+        assert_eq!(
+            says(&only_http),
+            warning("http_proxy", ", and fetches go direct")
+        );
+        assert!(!only_http.for_http());
+        let with_all = ProxyEnv {
+            all: set("ALL_PROXY", ok),
+            http: set("http_proxy", bad),
+            ..ProxyEnv::default()
+        };
+        assert_eq!(says(&with_all), warning("http_proxy", ""));
+        assert!(with_all.for_http() && with_all.for_https());
+        let bad_all = ProxyEnv {
+            all: set("all_proxy", bad),
+            http: set("HTTP_PROXY", ok),
+            ..ProxyEnv::default()
+        };
+        assert_eq!(
+            says(&bad_all),
+            warning("all_proxy", ", and https:// fetches go direct")
+        );
+        let bad_https = ProxyEnv {
+            https: set("https_proxy", bad),
+            ..ProxyEnv::default()
+        };
+        assert_eq!(
+            says(&bad_https),
+            warning("https_proxy", ", and fetches go direct")
+        );
+        let bad_https_good_http = ProxyEnv {
+            http: set("http_proxy", ok),
+            https: set("https_proxy", bad),
+            ..ProxyEnv::default()
+        };
+        assert_eq!(
+            says(&bad_https_good_http),
+            warning("https_proxy", ", and https:// fetches go direct")
+        );
+        let good_https_bad_http = ProxyEnv {
+            http: set("http_proxy", bad),
+            https: set("https_proxy", ok),
+            ..ProxyEnv::default()
+        };
+        assert_eq!(
+            says(&good_https_bad_http),
+            warning("http_proxy", ", and http:// fetches go direct")
+        );
+        // Set but empty: no proxy, and nothing to warn of.
+        let empty = ProxyEnv {
+            http: set("http_proxy", ""),
+            ..ProxyEnv::default()
+        };
+        assert!(says(&empty).is_empty() && !empty.for_http());
+        let cgi = ProxyEnv {
+            cgi: true,
+            http: set("http_proxy", bad),
+            all: set("ALL_PROXY", ok),
+            ..ProxyEnv::default()
+        };
+        assert!(says(&cgi).is_empty());
+        assert!(!cgi.for_http() && !cgi.for_https());
+    }
 
     /// [`usable_proxy`] agrees with the HTTP client's own reading of a proxy variable
     /// (hyper-util's matcher, which reqwest's system proxy is) on each of these values.

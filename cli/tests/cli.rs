@@ -1527,11 +1527,34 @@ async fn run_warns_of_a_proxy_variable_the_client_ignores() {
         assert_eq!(got[1].status, TargetState::Failed, "{var}: {err}");
         assert!(!got[1].hint.contains("proxy"), "{var}: {}", got[1].hint);
     }
-    // A usable one, or none: no such warning.
+    // None: no such warning.
     let o = env
         .rota_with(&["--store", "memory", "run", "-"], Some(&targets), &[])
         .await;
     assert!(!stderr(&o).contains("is set, but not"), "{}", stderr(&o));
+    // An unusable http_proxy beside a usable all_proxy: the fetches go through the latter, and
+    // the warning says only that the former is ignored.
+    let proxy = common::socks5().await;
+    let url = proxy.url("socks5");
+    let vars = [
+        ("http_proxy", "bogus://unusable.example"),
+        ("all_proxy", url.as_str()),
+        ("no_proxy", ""),
+    ];
+    let ok = json_array(&[s.url("/ok")]);
+    let o = env
+        .rota_with(&["--store", "memory", "run", "-"], Some(&ok), &vars)
+        .await;
+    let err = stderr(&o);
+    assert_eq!(code(&o), 0, "{err}");
+    assert!(
+        err.contains(
+            "http_proxy is set, but not to a proxy URL (scheme http, https, socks4, socks4a, \
+             socks5 or socks5h, and a host): it is ignored\n"
+        ),
+        "{err}"
+    );
+    assert_eq!(proxy.relayed(), 1, "{err}");
 }
 
 /// `rota run` goes through the proxy the environment names, a SOCKS one too (`all_proxy` is
