@@ -39,13 +39,22 @@ pub fn stdout_failure() -> Option<&'static str> {
     STDOUT_FAILED.get().map(String::as_str)
 }
 
-/// Writes `line` and a newline to stderr, ignoring a failure.
+/// Writes `line` and a newline to stderr, ignoring a failure; above the progress bar, if one is
+/// shown.
 pub fn err(line: &str) {
-    let mut w = io::stderr().lock();
-    let _ = writeln!(w, "{line}");
+    let write = || {
+        let mut w = io::stderr().lock();
+        let _ = writeln!(w, "{line}");
+    };
+    match bar_shown() {
+        Some(bar) => bar.suspend(write),
+        None => write(),
+    }
 }
 
-/// The progress bar on stderr, while one is shown: the logs go above it ([`QuietStderr`]).
+/// The progress bar on stderr, while one is shown: the lines ([`err`]) and the logs
+/// ([`QuietStderr`]) go above it. (So a line is never written from inside the bar's own
+/// `suspend`, which holds the bar's lock.)
 static BAR: Mutex<Option<ProgressBar>> = Mutex::new(None);
 
 /// Tells the log writer of the bar now shown on stderr, or that none is (`None`).
@@ -87,6 +96,90 @@ impl Write for QuietStderr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A terminal that notes what is done to it.
+    #[derive(Debug, Clone, Default)]
+    struct Screen(std::sync::Arc<Mutex<Vec<String>>>);
+
+    impl Screen {
+        fn did(&self, what: String) -> io::Result<()> {
+            self.0.lock().unwrap().push(what);
+            Ok(())
+        }
+
+        fn since(&self, n: usize) -> Vec<String> {
+            self.0.lock().unwrap()[n..].to_vec()
+        }
+
+        fn len(&self) -> usize {
+            self.0.lock().unwrap().len()
+        }
+    }
+
+    impl indicatif::TermLike for Screen {
+        fn width(&self) -> u16 {
+            80
+        }
+        fn move_cursor_up(&self, n: usize) -> io::Result<()> {
+            self.did(format!("up {n}"))
+        }
+        fn move_cursor_down(&self, n: usize) -> io::Result<()> {
+            self.did(format!("down {n}"))
+        }
+        fn move_cursor_right(&self, n: usize) -> io::Result<()> {
+            self.did(format!("right {n}"))
+        }
+        fn move_cursor_left(&self, n: usize) -> io::Result<()> {
+            self.did(format!("left {n}"))
+        }
+        fn write_line(&self, s: &str) -> io::Result<()> {
+            self.did(format!("line {s}"))
+        }
+        fn write_str(&self, s: &str) -> io::Result<()> {
+            self.did(format!("str {s}"))
+        }
+        fn clear_line(&self) -> io::Result<()> {
+            self.did("clear".into())
+        }
+        fn flush(&self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// While a bar is shown, a line of [`err`] and a log record of [`QuietStderr`] each clear
+    /// the bar before they are written and draw it again after (the bar's `suspend`); with
+    /// none shown, they are written as they are.
+    #[test]
+    fn lines_and_logs_go_above_the_bar_shown() {
+        let screen = Screen::default();
+        let bar = ProgressBar::with_draw_target(
+            Some(10),
+            indicatif::ProgressDrawTarget::term_like(Box::new(screen.clone())),
+        );
+        bar.set_position(3);
+        bar.tick();
+        assert!(screen.len() > 0, "the bar was never drawn");
+        showing(Some(bar.clone()));
+        for write in [&(|| err("a line")) as &dyn Fn(), &|| {
+            let _ = QuietStderr.write(b"a record\n");
+        }] {
+            let before = screen.len();
+            write();
+            let done = screen.since(before);
+            let cleared = done.iter().position(|d| d == "clear");
+            let drawn = done
+                .iter()
+                .rposition(|d| d.starts_with("str ") || d.starts_with("line "));
+            assert!(
+                matches!((cleared, drawn), (Some(c), Some(d)) if c < d),
+                "cleared, then drawn again: {done:?}"
+            );
+        }
+        showing(None);
+        let before = screen.len();
+        err("a line");
+        assert_eq!(screen.since(before), Vec::<String>::new());
+    }
 
     /// A writer whose first `fail` flushes fail (a full disk, say), and that takes everything
     /// after.

@@ -190,8 +190,9 @@ impl Progress {
                 .map(|s| s.progress_chars("=> "))
                 .unwrap_or_else(|_| ProgressStyle::default_bar());
         let bar = ProgressBar::with_draw_target(Some(total as u64), target).with_style(style);
-        bar.enable_steady_tick(Duration::from_millis(120));
+        // Known to the writers before it is first drawn (the tick draws at once).
         crate::out::showing(Some(bar.clone()));
+        bar.enable_steady_tick(Duration::from_millis(120));
         Progress::Bar(bar)
     }
 
@@ -218,19 +219,18 @@ impl Progress {
         }
     }
 
-    /// Prints `line` on stderr without tearing the bar.
+    /// Prints `line` on stderr without tearing the bar (as every line is: see
+    /// [`out::err`](crate::out::err)).
     pub fn note(&self, line: &str) {
-        match self {
-            Progress::Bar(bar) => bar.suspend(|| note!("{line}")),
-            Progress::Lines(_) => note!("{line}"),
-        }
+        note!("{line}");
     }
 
     /// Removes the bar, if any.
     pub fn finish(&self) {
         if let Progress::Bar(bar) = self {
-            crate::out::showing(None);
             bar.finish_and_clear();
+            // Forgotten by the writers only once cleared: a line until then goes above it.
+            crate::out::showing(None);
         }
     }
 }

@@ -130,7 +130,12 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
         let stdin = std::io::stdin().lock();
         // Typed in by hand: say what is read, and how to end it.
         if std::io::IsTerminal::is_terminal(&stdin) {
-            note!("reading the targets from the terminal: one per line, then Ctrl-D");
+            let end = if cfg!(windows) {
+                "Ctrl-Z and Enter"
+            } else {
+                "Ctrl-D"
+            };
+            note!("reading the targets from the terminal, to {end}");
         }
         read_at_most(stdin, cap, &name)?
     } else {
