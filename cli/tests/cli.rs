@@ -1872,6 +1872,19 @@ mod interrupt {
         assert!(ok.success());
     }
 
+    /// Reads `err` up to rota's line that it is cancelling job `id` (the first signal handled),
+    /// and returns that line.
+    fn until_cancelling(err: &mut BufReader<std::process::ChildStderr>, id: &str) -> String {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(err.read_line(&mut line).unwrap() > 0, "rota ended early");
+            if line.starts_with(&format!("cancelling job {id}")) {
+                return line;
+            }
+        }
+    }
+
     fn sigint(child: &Child) {
         signal(child, "-INT");
     }
@@ -2199,14 +2212,7 @@ mod interrupt {
         in_flight(&s, 1500).await;
         sigint(&child);
         let mut rest = tokio::task::block_in_place(|| {
-            let mut line = String::new();
-            loop {
-                line.clear();
-                assert!(err.read_line(&mut line).unwrap() > 0, "rota ended early");
-                if line.starts_with(&format!("cancelling job {id}")) {
-                    break;
-                }
-            }
+            let line = until_cancelling(&mut err, &id);
             sigint(&child);
             line
         });
@@ -2274,14 +2280,7 @@ mod interrupt {
         // The second only after the first was handled.
         let mut err = err;
         let rest = tokio::task::block_in_place(|| {
-            let mut line = String::new();
-            loop {
-                line.clear();
-                assert!(err.read_line(&mut line).unwrap() > 0, "rota ended early");
-                if line.starts_with(&format!("cancelling job {id}")) {
-                    break;
-                }
-            }
+            until_cancelling(&mut err, &id);
             // As a person would, not within 200 ms of the first (that is the first repeated).
             std::thread::sleep(AFTER_THE_FIRST);
             sigint(&child);
@@ -2374,14 +2373,7 @@ mod interrupt {
         in_flight(&s, 60000).await;
         signal(&child, "-TERM");
         let rest = tokio::task::block_in_place(|| {
-            let mut line = String::new();
-            loop {
-                line.clear();
-                assert!(err.read_line(&mut line).unwrap() > 0, "rota ended early");
-                if line.starts_with(&format!("cancelling job {id}")) {
-                    break;
-                }
-            }
+            until_cancelling(&mut err, &id);
             std::thread::sleep(AFTER_THE_FIRST);
             signal(&child, "-TERM");
             let mut rest = String::new();
