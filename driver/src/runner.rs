@@ -583,8 +583,8 @@ impl Runner {
         let now = self.inner.now_unix();
         match self.inner.store().touch(id, now).await {
             Ok(true) => {}
-            Ok(false) => debug!(job = %id, "touch: no such job"),
-            Err(e) => warn!(job = %id, error = %e, "store: touch failed"),
+            Ok(false) => debug!(job = %shown_id(id), "touch: no such job"),
+            Err(e) => warn!(job = %shown_id(id), error = %e, "store: touch failed"),
         }
     }
 
@@ -1336,6 +1336,17 @@ fn registering_key(id: &str) -> Option<u64> {
         return None;
     }
     id.get(..16).and_then(|h| u64::from_str_radix(h, 16).ok())
+}
+
+/// Job `id` as a log line may show it: an id of a job's shape (32 lowercase hex digits) as it
+/// is; any other string, which an embedding API may have passed on from its client and might be
+/// a URL or a key, only as not being one.
+fn shown_id(id: &str) -> &str {
+    if registering_key(id).is_some() {
+        id
+    } else {
+        "(not a job id)"
+    }
 }
 
 /// A new job id: 16 random bytes, lowercase hex.

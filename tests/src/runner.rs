@@ -4962,6 +4962,13 @@ pub async fn no_log_line_carries_a_url_host_or_caller_key(
         .await?;
     assert!(r.runner.cancel(&c.id).await);
     r.runner.touch(&a.id).await;
+    // An embedding API passes on the ids its clients send: one that is a URL, or a caller's
+    // key, is no job's, and is not logged either.
+    for foreign in [secret.as_str(), SECRET_KEY] {
+        r.runner.touch(foreign).await;
+        assert!(!r.runner.cancel(foreign).await);
+        assert_eq!(r.runner.status(foreign).await?, None);
+    }
     let closing = r.spawn_close();
     until("close cancels the token", || {
         r.probe
