@@ -14,7 +14,7 @@ use crate::cli::{RunArgs, default_caller};
 use crate::http::HttpFetch;
 use crate::input::parse_targets_with;
 use crate::progress::{Counting, Counts, Progress, Signals, WakeHooks};
-use crate::status::{job_view, read_view};
+use crate::status::read_view;
 use crate::store_url::StoreUrl;
 
 /// The longest the watcher waits between two looks at the store when nothing wakes it.
@@ -44,15 +44,12 @@ pub async fn evict_to(store: &dyn BatchStore, budget: u64) -> Result<usize, Stri
 }
 
 /// Whether `store` holds more than `budget` bytes, so that applying it would evict: when that is
-/// not known (the store closed, or failing), it may.
-async fn past_budget(store: Option<&dyn BatchStore>, budget: u64) -> bool {
-    match store {
-        Some(store) => store
-            .total_bytes()
-            .await
-            .map_or(true, |bytes| bytes > budget),
-        None => true,
-    }
+/// not known (the store failing), it may.
+async fn past_budget(store: &dyn BatchStore, budget: u64) -> bool {
+    store
+        .total_bytes()
+        .await
+        .map_or(true, |bytes| bytes > budget)
 }
 
 /// The most of FILE `rota run` reads for a job of at most `per_job` targets: 1 MiB a target (a
@@ -95,12 +92,6 @@ pub fn read_at_most(r: impl Read, cap: u64, name: &str) -> Result<String, String
              give the targets as UTF-8 JSON"
         )
     })
-}
-
-/// Whether the store failed a write of the job `view` shows: it is not ended there (not even
-/// its failed status was taken), or it ended failed for an outcome the store did not take.
-fn store_failed(view: &JobView) -> bool {
-    !view.job.status.is_terminal() || view.job.error == rota::machine::ERR_NOT_STORED
 }
 
 /// The exit code of a job that ended as `status`: 0 done, 2 partial, 1 otherwise.
@@ -248,28 +239,6 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
         .await
         .map_err(|e| format!("reading job {id}: {e}"))?
         .ok_or_else(|| format!("job {id} is no longer in the store"))?;
-    // After a write the store failed (a full disk), a redb store still shows the writes it
-    // made without fsync (a target's start) that the failed durable commit did not keep: what
-    // its file holds is read instead, the store closed. (SQLite rolls back what it failed.)
-    let (view, store) = match store_url {
-        StoreUrl::Redb(path) if store_failed(&view) => {
-            drop(runner);
-            drop(store);
-            match rota_store_redb::RedbStore::read_job(path, &id) {
-                Ok(Some((job, targets))) => (job_view(&job, &targets), None),
-                Ok(None) => return Err(format!("job {id} is not in the store's file")),
-                Err(e) => {
-                    note!(
-                        "reading job {id} from the store's file: {e}; shown as the store last \
-                         showed it, which its file may not hold (`rota status {id}` reads the \
-                         file)"
-                    );
-                    (view, None)
-                }
-            }
-        }
-        _ => (view, Some(store)),
-    };
     // Should stdout fail (its reader gone, `rota run … | head -1`; a full disk), the summary
     // still comes, then the error; the budget waits for the next run (below).
     let printed = print_targets(&view);
@@ -283,9 +252,8 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
     // The job's results are out: now the budget (which may evict this very job). Not if they
     // could not be written: evicted, they would be nowhere; the next run on the store applies
     // the budget once it has shown its own job.
-    // (Nor after a write the store failed, when the redb store is closed: the next run.)
-    if let (Ok(()), Some(store)) = (&printed, &store) {
-        match evict_to(&**store, budget).await {
+    if printed.is_ok() {
+        match evict_to(&*store, budget).await {
             Ok(0) => {}
             Ok(_) => {
                 if let Ok(None) = store.job(&id).await {
@@ -297,7 +265,7 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
     } else if printed.is_err()
         && view.job.status.is_terminal()
         && !matches!(store_url, StoreUrl::Memory)
-        && past_budget(store.as_deref(), budget).await
+        && past_budget(&*store, budget).await
     {
         note!(
             "job {id} kept in the store, --max-bytes not applied: its results could not be \

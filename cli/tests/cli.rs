@@ -2100,10 +2100,9 @@ mod interrupt {
     }
 
     /// On redb, what `rota run` prints once the store stopped taking writes is what the file
-    /// holds, as `rota status` reads it afterwards: the open store still showed a target's
-    /// start, made without fsync, that the failed durable commit did not keep (`running`
-    /// where the file says `pending`). Several file size limits, so the failure lands at
-    /// different points.
+    /// holds, as `rota status` reads it afterwards: every write the store acknowledged, a
+    /// target's start too, is durable, so the open store shows nothing the file lacks. Several
+    /// file size limits, so the failure lands at different points.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn on_redb_a_run_the_store_failed_prints_what_the_file_holds() {
         let s = common::start().await;

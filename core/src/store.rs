@@ -353,8 +353,7 @@ pub trait BatchStore: Send + Sync {
     /// A worker starts target `idx` of job `id`: the target becomes `running`, the job becomes
     /// `running` if it is `queued`, and the lease becomes `now`. Returns the target's row as
     /// stored after the write (the runner reads the url and options from it), or `None` if there
-    /// is no such target. A store may make this write less durable than the others: after a
-    /// crash the job is failed by recovery anyway.
+    /// is no such target.
     async fn start_target(
         &self,
         id: &str,
@@ -385,9 +384,7 @@ pub trait BatchStore: Send + Sync {
         now: i64,
     ) -> Result<bool, StoreError>;
 
-    /// Sets job `id`'s lease to `now`, whatever its status. Whether the job exists. Like
-    /// [`start_target`](Self::start_target), a store may make this write less durable than the
-    /// others: losing it in a crash only makes the TTL count from an earlier activity.
+    /// Sets job `id`'s lease to `now`, whatever its status. Whether the job exists.
     async fn touch(&self, id: &str, now: i64) -> Result<bool, StoreError>;
 
     /// Deletes the [`sweepable`] jobs and their targets. How many jobs it deleted.

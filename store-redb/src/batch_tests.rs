@@ -10,7 +10,7 @@ use rota_core::{
 
 use crate::RedbStore;
 use crate::commit::Queued;
-use crate::store::{Commit, Done, Op, Slot, admit_op};
+use crate::store::{Done, Op, Slot, admit_op};
 
 fn new_job(id: &str, caller: &str, now: i64) -> NewJob {
     NewJob {
@@ -31,7 +31,7 @@ const CAPS: Caps = Caps {
 };
 
 fn admit(job: NewJob, caps: Caps) -> (Queued<Op>, Slot<Admission>) {
-    let (op, slot) = Op::new(Commit::Durable, admit_op(job, caps));
+    let (op, slot) = Op::new(admit_op(job, caps));
     (Queued::new(0, op), slot)
 }
 
@@ -143,9 +143,7 @@ fn threads_writing_at_once_keep_every_cap_and_count() {
 
 /// An operation that panics inside its transaction.
 fn panicking() -> (Queued<Op>, Slot<()>) {
-    let (op, slot) = Op::new(Commit::Durable, |_t| -> Result<Done<()>, _> {
-        panic!("an operation's bug")
-    });
+    let (op, slot) = Op::new(|_t| -> Result<Done<()>, _> { panic!("an operation's bug") });
     (Queued::new(0, op), slot)
 }
 

@@ -13,16 +13,10 @@
 //! little for *company*: a thread that wrote in the previous durable commit, was acknowledged
 //! less than the combiner's `wait` ago and has nothing queued yet is likely to be back within
 //! microseconds, and then one fsync serves both. The wait ends as soon as every such thread has
-//! queued, or when its time is up (PostgreSQL's `commit_delay` is the same idea); a partner's
-//! non-durable write committed meanwhile restarts its time, at most `MAX_LAZY_ROUNDS` times,
-//! so a leader waits at most that many times `wait` more, plus those commits. A thread
+//! queued, or when its time is up (PostgreSQL's `commit_delay` is the same idea). A thread
 //! writing alone never waits (the previous durable commit was its own), and neither does a
-//! thread whose partner has been away longer than `wait` (busy elsewhere: a slow fetch).
-//!
-//! The operations that need no fsync (marking a target running) are committed at once, in
-//! commits of their own, also while the leader waits: they never wait for an fsync, and the
-//! thread that queued one is then free to come back with its durable write (the target's
-//! outcome) in time for the leader's batch.
+//! thread whose partner has been away longer than `wait` (busy elsewhere: a slow fetch), nor a
+//! batch that needs no fsync (a store opened without durability).
 //!
 //! Each operation still runs whole inside one transaction, and is acknowledged only after that
 //! transaction has committed, so sharing a transaction changes neither what an operation sees
@@ -40,18 +34,13 @@ use std::time::{Duration, Instant};
 
 use rota_core::StoreError;
 
-/// The commits of non-durable operations one leader makes at most while it waits for company
-/// (then those left go with the durable batch).
-const MAX_LAZY_ROUNDS: usize = 4;
-
 /// An operation waiting to be committed, and the number its result is filed under.
 pub(crate) struct Queued<O> {
     pub(crate) ticket: u64,
     pub(crate) op: O,
     /// The thread that queued it.
     thread: ThreadId,
-    /// Whether it is committed durably: a batch holding it is worth delaying for company, and
-    /// it goes after the batch's non-durable operations, in a commit of their own.
+    /// Whether it is committed durably: a batch holding it is worth delaying for company.
     gather: bool,
 }
 
@@ -83,19 +72,6 @@ struct State<O> {
     /// How many times a leader has slept for company.
     #[cfg(test)]
     waits: usize,
-}
-
-impl<O> State<O> {
-    /// Whether a thread whose operation is queued (durable if `gather`) may lead now: when
-    /// nobody leads, and, for a non-durable operation, when no durable one is queued. A leader
-    /// whose own operation is non-durable commits only those and hands over; were it free to
-    /// lead while a durable operation waits, threads of non-durable writes could keep taking
-    /// the lead from the durable one's thread (which sleeps until woken). So a durable
-    /// operation's thread leads next, and its first commit takes the non-durable operations
-    /// queued meanwhile.
-    fn may_lead(&self, gather: bool) -> bool {
-        !self.leading && (gather || !self.pending.iter().any(|q| q.gather))
-    }
 }
 
 /// The queue of operations waiting for the write transaction.
@@ -192,13 +168,13 @@ impl<O> Combiner<O> {
             if let Some(result) = st.done.remove(&ticket) {
                 return result;
             }
-            if !st.may_lead(gather) {
+            if st.leading {
                 st = self.ready.wait(st).unwrap_or_else(PoisonError::into_inner);
                 continue;
             }
             // This thread's operation is still queued: it leads until that is committed.
             st.leading = true;
-            st = self.lead(st, me, ticket, exec);
+            st = self.lead(st, me, exec);
             // Hand over: this thread returns (and may soon queue its next write), and one of
             // the waiting threads, if any has an operation queued, leads next.
             st.leading = false;
@@ -206,41 +182,16 @@ impl<O> Combiner<O> {
         }
     }
 
-    /// The leader's work, until its own operation (`ticket`) is committed. The operations
-    /// queued come from different threads (each thread waits for its one operation), so any
-    /// order is theirs: those that need no fsync are committed at once, in commits of their
-    /// own, so that they never wait for an fsync; a durable batch first waits for company
-    /// ([`company`](Self::company)), then commits all that is queued.
+    /// The leader's work: its own operation is queued, and is committed with all that is
+    /// queued when it ends. A durable batch first waits for company
+    /// ([`company`](Self::company)).
     fn lead<'a>(
         &'a self,
         mut st: MutexGuard<'a, State<O>>,
         me: ThreadId,
-        ticket: u64,
         exec: Exec<'_, O>,
     ) -> MutexGuard<'a, State<O>> {
-        let mut lazy_rounds = 0;
         loop {
-            if lazy_rounds < MAX_LAZY_ROUNDS && st.pending.iter().any(|q| !q.gather) {
-                let (lazy, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut st.pending)
-                    .into_iter()
-                    .partition(|q| !q.gather);
-                st.pending = rest;
-                let threads = threads_of(&lazy);
-                st = self.commit(st, lazy, exec);
-                lazy_rounds += 1;
-                // A writer just acknowledged may be back soon with a durable write: it is
-                // expected for `wait` from now.
-                let now = Instant::now();
-                for (t, at) in st.last.iter_mut() {
-                    if threads.contains(t) {
-                        *at = now;
-                    }
-                }
-                if st.done.contains_key(&ticket) {
-                    return st;
-                }
-                continue;
-            }
             if let Some(left) = self.company(&st, me) {
                 #[cfg(test)]
                 {
@@ -419,29 +370,6 @@ mod tests {
     }
 
     #[test]
-    fn a_batch_commits_its_non_durable_ops_first_in_a_commit_of_their_own() {
-        let c = Arc::new(Combiner::default());
-        let log = Arc::new(Log::default());
-        log.hold.store(true, Ordering::SeqCst);
-        let leader = spawn_run(&c, &log, 1, true);
-        until(|| c.pending() == 0 && c.lock().leading);
-        let others: Vec<_> = [(2, true), (3, false), (4, true), (5, false)]
-            .into_iter()
-            .map(|(op, gather)| spawn_run(&c, &log, op, gather))
-            .collect();
-        until(|| c.pending() == 4);
-        log.hold.store(false, Ordering::SeqCst);
-        for rx in std::iter::once(leader).chain(others) {
-            assert!(rx.recv().unwrap().is_ok());
-        }
-        let mut batches = log.batches.lock().unwrap().clone();
-        for b in &mut batches {
-            b.sort();
-        }
-        assert_eq!(batches, vec![vec![1], vec![3, 5], vec![2, 4]]);
-    }
-
-    #[test]
     fn a_panicking_batch_fails_its_ops_and_the_queue_goes_on() {
         let c = Combiner::default();
         let log = Log::default();
@@ -537,24 +465,6 @@ mod tests {
     }
 
     #[test]
-    fn a_non_durable_op_is_committed_at_once_while_the_leader_waits_and_its_thread_joins_after() {
-        let (c, log, other) = a_leader_waiting_for_this_thread();
-        // Acknowledged while the other thread still waits for company.
-        assert!(c.run(3, false, &|b| log.exec(b)).is_ok());
-        assert!(c.lock().pending.iter().any(|q| q.op == 2));
-        assert!(c.run(4, true, &|b| log.exec(b)).is_ok());
-        assert!(other.recv().unwrap().is_ok());
-        assert_eq!(
-            *log.batches.lock().unwrap(),
-            vec![vec![1], vec![3], vec![2, 4]]
-        );
-        assert!(
-            c.lock().waits >= 2,
-            "before and after the non-durable commit"
-        );
-    }
-
-    #[test]
     fn a_writer_acknowledged_longer_than_the_wait_ago_is_not_waited_for() {
         let c = Arc::new(Combiner::new(Duration::from_millis(30)));
         let log = Arc::new(Log::default());
@@ -611,68 +521,5 @@ mod tests {
     #[test]
     fn many_threads_with_a_wait_each_get_their_own_results() {
         many_threads(Combiner::new(Duration::from_micros(200)), 4, true, false);
-    }
-
-    #[test]
-    fn a_non_durable_write_does_not_take_the_lead_while_a_durable_one_waits() {
-        let c: Combiner<u32> = Combiner::default();
-        let mut st = c.lock();
-        assert!(st.may_lead(false) && st.may_lead(true));
-        st.pending.push(Queued::new(0, 1));
-        assert!(!st.may_lead(false), "a durable op is queued");
-        assert!(st.may_lead(true));
-        st.leading = true;
-        assert!(!st.may_lead(true));
-    }
-
-    #[test]
-    fn a_durable_op_is_not_overtaken_by_more_than_a_few_non_durable_commits() {
-        // Six threads write non-durably without a pause; one writes durably. Each commit
-        // notes whether a durable op was queued and left out of it.
-        let c = Arc::new(Combiner::<u32>::default());
-        let stop = Arc::new(AtomicBool::new(false));
-        let overtaken = Arc::new(Mutex::new((0usize, 0usize))); // (current run, longest)
-        let exec = {
-            let (c, overtaken) = (c.clone(), overtaken.clone());
-            move |b: &mut [Queued<u32>]| {
-                let durable_here = b.iter().any(|q| q.gather);
-                let durable_waiting = c.lock().pending.iter().any(|q| q.gather);
-                let mut o = overtaken.lock().unwrap();
-                if durable_waiting && !durable_here {
-                    o.0 += 1;
-                    o.1 = o.1.max(o.0);
-                } else {
-                    o.0 = 0;
-                }
-                drop(o);
-                std::thread::sleep(Duration::from_micros(20));
-                b.iter().map(|_| Ok(())).collect()
-            }
-        };
-        let exec = Arc::new(exec);
-        let lazy: Vec<_> = (0..6u32)
-            .map(|t| {
-                let (c, stop, exec) = (c.clone(), stop.clone(), exec.clone());
-                std::thread::spawn(move || {
-                    while !stop.load(Ordering::SeqCst) {
-                        c.run(t, false, &|b| exec(b)).unwrap();
-                    }
-                })
-            })
-            .collect();
-        for i in 0..200 {
-            c.run(100 + i, true, &|b| exec(b)).unwrap();
-        }
-        stop.store(true, Ordering::SeqCst);
-        for h in lazy {
-            h.join().unwrap();
-        }
-        // The leader in place may make its rounds of non-durable commits, and so may the
-        // durable op's own leader before its commit.
-        let longest = overtaken.lock().unwrap().1;
-        assert!(
-            longest <= 2 * MAX_LAZY_ROUNDS + 1,
-            "overtaken by {longest} commits"
-        );
     }
 }

@@ -83,9 +83,6 @@ const CAPS: Caps = Caps {
     ttl_secs: 100,
 };
 
-/// The steps that commit non-durably: the starts.
-const LAZY: [usize; 3] = [1, 3, 5];
-
 /// Step `n` of the script, on any store. `None` past the end.
 async fn step(s: &dyn BatchStore, n: usize) -> Option<Result<(), rota_core::StoreError>> {
     let done = |i: usize| TargetWrite::Done {
@@ -149,11 +146,10 @@ async fn a_write_failing_anywhere_leaves_a_consistent_store_with_every_acknowled
         }
         drop(store);
         if !failed {
-            // Every durable step failed at least once, at some write of its own. The starts
-            // never do: a non-durable commit stays in memory and writes nothing.
-            let durable: std::collections::BTreeSet<usize> =
-                (0..12).filter(|n| !LAZY.contains(n)).collect();
-            assert_eq!(failed_steps, durable);
+            // Every step failed at least once, at some write of its own: each is a durable
+            // commit, the starts too.
+            let every: std::collections::BTreeSet<usize> = (0..12).collect();
+            assert_eq!(failed_steps, every);
             return;
         }
         failed_steps.insert(acked);
@@ -163,15 +159,10 @@ async fn a_write_failing_anywhere_leaves_a_consistent_store_with_every_acknowled
             .verify()
             .unwrap_or_else(|e| panic!("budget {budget}: {e}"));
         assert!(v.jobs.len() <= 2);
-        // Every acknowledged durable step is there; the non-durable starts after the last of
-        // them may be lost; the failed step is all or nothing. So the store is the model after
-        // some prefix of the script, from the last acknowledged durable step to the failed one.
-        let last_durable = (0..acked)
-            .rev()
-            .find(|n| !LAZY.contains(n))
-            .map_or(0, |n| n + 1);
+        // Every acknowledged step is there; the failed step is all or nothing. So the store is
+        // the model after the acknowledged steps, with or without the failed one.
         let mut matched = false;
-        for prefix in last_durable..=acked + 1 {
+        for prefix in acked..=acked + 1 {
             let model = MemoryStore::new();
             for n in 0..prefix {
                 step(&model, n).await.unwrap().unwrap();

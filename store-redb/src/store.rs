@@ -27,8 +27,7 @@ use crate::tables::*;
 pub enum Durability {
     /// Every acknowledged write survives a crash (`kill -9`, power loss): each commit waits for
     /// an fsync, which bounds a store to a few thousand commits a second (~5 k/s measured on
-    /// this project's machine when idle). Marking a target running is the one exception, and a
-    /// harmless one: see [`RedbStore`]. The default.
+    /// this project's machine when idle). The default.
     #[default]
     Immediate,
     /// Commits do not wait for the disk (about 6× the commits a second). **May lose the most
@@ -66,10 +65,9 @@ pub struct RedbOptions {
     /// How long a thread that wrote in the previous durable commit is waited for, counted from
     /// its latest acknowledgement: a durable commit waits for *company*, for such a thread to
     /// queue its next write, so that one fsync serves both (see "Group commit" on
-    /// [`RedbStore`]). A partner's fsync-free write committed meanwhile counts as an
-    /// acknowledgement, at most 4 times per commit, so a commit waits at most about five times
-    /// this long. Default [`GROUP_WAIT`]; zero never waits; more than [`MAX_GROUP_WAIT`] is
-    /// taken as that. Ignored with [`Durability::None`], whose commits do not wait for the disk.
+    /// [`RedbStore`]), so a commit waits at most this long. Default [`GROUP_WAIT`]; zero never
+    /// waits; more than [`MAX_GROUP_WAIT`] is taken as that. Ignored with [`Durability::None`],
+    /// whose commits do not wait for the disk.
     pub group_wait: Duration,
 }
 
@@ -105,11 +103,8 @@ impl Default for RedbOptions {
 /// wrote in the previous durable commit, was acknowledged less than
 /// [`RedbOptions::group_wait`] ago (200 µs by default) and has not queued again, until it
 /// queues or that time is up. A thread writing alone never waits, nor does a commit that needs
-/// no fsync; and the operations that need none (`start_target`'s, or all with
-/// [`Durability::None`]) are committed at once in commits of their own, also while a leader
-/// waits, so that they never wait for an fsync. With the runner's instant-fetch benchmark this
-/// brings a durable commit to about one admit and one target outcome instead of one of
-/// either (`rota-bench`, redb rows).
+/// no fsync (all of them, with [`Durability::None`]). So with a submitting task beside a worker,
+/// or two workers, one fsync can carry a write of each.
 ///
 /// Each operation still runs whole, after the ones before it in its transaction, and returns
 /// only once its transaction has committed; if one operation of a batch fails (an error, or a
@@ -121,21 +116,14 @@ impl Default for RedbOptions {
 /// [`verify`](RedbStore::verify) wait out a commit in progress, so what they report agrees
 /// with every row a read has seen.
 ///
-/// # Fewer fsyncs per target
+/// # Two writes per target, each durable
 ///
 /// The runner stores two writes per target: [`start_target`](BatchStore::start_target), then
 /// [`finish_target`](BatchStore::finish_target), which may also carry the job's terminal
-/// status. Two durable commits would cost two fsyncs per target, so `start_target` commits
-/// with redb's `Durability::None`: it is visible at once to every later read and
-/// transaction, but not synced. redb documents (design.md, "Non-durable commits") that a
-/// non-durable commit is persisted by the next durable commit, which writes the whole state,
-/// and that a crash before that rolls the file back to the last durable commit, consistent. So
-/// the outcome's durable commit persists both writes with one fsync. A crash in between loses
-/// only the "running" mark of a target whose outcome was never acknowledged: the job is still
-/// queued or running on disk, and recovery fails it `interrupted` either way. (Any other
-/// durable commit in between, another job's admit or outcome, persists the mark early, which
-/// is just as harmless.) The crash tests check both halves: an unfollowed start is lost, and
-/// the start before a durable outcome is kept.
+/// status. Both are durable commits, as every other write: an acknowledged start survives a
+/// crash like the rest (the file then shows the target `running` until recovery fails its job
+/// `interrupted`). So a lone worker pays two fsyncs per target; a submitting task or a second
+/// worker shares them (group commit, above).
 ///
 /// # Async
 ///
@@ -175,32 +163,20 @@ impl fmt::Debug for RedbStore {
     }
 }
 
-/// What a commit must promise.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Commit {
-    /// Survives a crash (unless the store was opened with [`Durability::None`]).
-    Durable,
-    /// May be lost in a crash: only `start_target`.
-    Lazy,
-}
-
 /// A write operation waiting for its transaction: it runs against the open tables and says
 /// whether it changed anything; its result goes where its caller will look.
 pub(crate) struct Op {
-    durable: bool,
     run: Run,
 }
 
 impl Op {
     /// The operation `f`, and where its result will be.
     pub(crate) fn new<T: Send + 'static>(
-        kind: Commit,
         mut f: impl FnMut(&mut Tables<'_>) -> Result<Done<T>, StoreError> + Send + 'static,
     ) -> (Op, Slot<T>) {
         let slot = Slot(Arc::new(Mutex::new(None)));
         let out = slot.0.clone();
         let op = Op {
-            durable: kind == Commit::Durable,
             run: Box::new(move |t| {
                 let Done(value, changed) = f(t)?;
                 *out.lock().unwrap_or_else(PoisonError::into_inner) = Some(value);
@@ -697,12 +673,11 @@ impl RedbStore {
     /// must therefore own what it reads (hence `'static`) and change nothing but the tables.
     fn write<T: Send + 'static>(
         &self,
-        kind: Commit,
         f: impl FnMut(&mut Tables<'_>) -> Result<Done<T>, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let (op, slot) = Op::new(kind, f);
+        let (op, slot) = Op::new(f);
         // Only an fsync is worth waiting for company (see `commit`).
-        let gather = kind == Commit::Durable && self.durability == Durability::Immediate;
+        let gather = self.durability == Durability::Immediate;
         self.queue
             .run(op, gather, &|batch| self.commit_batch(batch))?;
         slot.take()
@@ -720,19 +695,15 @@ impl RedbStore {
             .collect()
     }
 
-    /// Runs `ops` one after another in one write transaction and commits it, durably if any
-    /// operation that changed something asks for it; nothing changed, or an error, aborts it.
+    /// Runs `ops` one after another in one write transaction and commits it, durably unless the
+    /// store was opened with [`Durability::None`]; nothing changed, or an error, aborts it.
     fn commit<'o>(&self, ops: impl Iterator<Item = &'o mut Op>) -> Result<(), StoreError> {
         let mut txn = self.db.begin_write().map_err(err("begin write"))?;
         let mut changed = false;
-        let mut durable = false;
         let delta = {
             let mut t = Tables::open(&txn, &self.tally)?;
             for op in ops {
-                if (op.run)(&mut t)? {
-                    changed = true;
-                    durable |= op.durable;
-                }
+                changed |= (op.run)(&mut t)?;
             }
             t.delta
         };
@@ -740,12 +711,7 @@ impl RedbStore {
             txn.abort().map_err(err("abort"))?;
             return Ok(());
         }
-        let kind = if durable {
-            Commit::Durable
-        } else {
-            Commit::Lazy
-        };
-        if !self.durable(kind) {
+        if !self.durable() {
             txn.set_durability(redb::Durability::None)
                 .map_err(err("set durability"))?;
         }
@@ -756,9 +722,10 @@ impl RedbStore {
         Ok(())
     }
 
-    fn durable(&self, kind: Commit) -> bool {
+    /// Whether the next commit is to be durable.
+    fn durable(&self) -> bool {
         match self.durability {
-            Durability::Immediate => kind == Commit::Durable,
+            Durability::Immediate => true,
             Durability::None => {
                 let n = self.lazy_commits.fetch_add(1, Ordering::Relaxed);
                 self.sync_every != 0 && n % self.sync_every == self.sync_every - 1
@@ -775,7 +742,7 @@ impl RedbStore {
     }
 
     fn admit_sync(&self, job: &NewJob, caps: &Caps) -> Result<Admission, StoreError> {
-        self.write(Commit::Durable, admit_op(job.clone(), *caps))
+        self.write(admit_op(job.clone(), *caps))
     }
 
     fn targets_sync(&self, id: &str) -> Result<Vec<TargetRow>, StoreError> {
@@ -819,7 +786,7 @@ impl RedbStore {
         now: i64,
     ) -> Result<Option<TargetRow>, StoreError> {
         let id = id.to_owned();
-        self.write(Commit::Lazy, move |t| {
+        self.write(move |t| {
             let Some(old) = t.job(&id)? else {
                 return Ok(Done(None, false));
             };
@@ -845,7 +812,7 @@ impl RedbStore {
         finish: Option<JobStatus>,
     ) -> Result<bool, StoreError> {
         let (id, write) = (id.to_owned(), write.clone());
-        self.write(Commit::Durable, move |t| {
+        self.write(move |t| {
             let Some(old) = t.job(&id)? else {
                 return Ok(Done(false, false));
             };
@@ -873,7 +840,7 @@ impl RedbStore {
         now: i64,
     ) -> Result<bool, StoreError> {
         let (id, error) = (id.to_owned(), error.to_owned());
-        self.write(Commit::Durable, move |t| {
+        self.write(move |t| {
             let Some(old) = t.job(&id)? else {
                 return Ok(Done(false, false));
             };
@@ -891,7 +858,7 @@ impl RedbStore {
 
     fn touch_sync(&self, id: &str, now: i64) -> Result<bool, StoreError> {
         let id = id.to_owned();
-        self.write(Commit::Durable, move |t| {
+        self.write(move |t| {
             let Some(old) = t.job(&id)? else {
                 return Ok(Done(false, false));
             };
@@ -916,7 +883,7 @@ impl RedbStore {
         if !due {
             return Ok(0);
         }
-        self.write(Commit::Durable, move |t| {
+        self.write(move |t| {
             let e = err("sweep");
             let mut due: Vec<(i64, String)> = Vec::new();
             for entry in t.by_lease.range(..(cutoff, "")).map_err(&e)? {
@@ -951,7 +918,7 @@ impl RedbStore {
         if self.tally_lock().bytes <= max_bytes {
             return Ok(0);
         }
-        self.write(Commit::Durable, move |t| {
+        self.write(move |t| {
             let e = err("evict");
             let mut n = 0;
             let mut changed = false;
@@ -981,7 +948,7 @@ impl RedbStore {
 
     fn recover_sync(&self, error: &str, now: i64) -> Result<usize, StoreError> {
         let error = error.to_owned();
-        self.write(Commit::Durable, move |t| {
+        self.write(move |t| {
             let ids = live_ids(&t.live_rows)?;
             let mut n = 0;
             for id in &ids {

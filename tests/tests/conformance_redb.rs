@@ -1,5 +1,5 @@
 //! The store conformance suite on [`RedbStore`]: once on a fresh file in a temp dir per check
-//! (durable commits, the lock, the non-durable `start_target`), once in memory.
+//! (durable commits, the lock), once in memory.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
