@@ -70,11 +70,6 @@ impl RedbStore {
     /// is made in memory and thrown away), so it reads even a file on a full disk. `None` for
     /// a job the file does not hold. A store open on the file (in this process too) makes it
     /// fail with [`StoreError::InUse`]; a file [`open`](Self::open) would refuse, likewise.
-    ///
-    /// After a commit failed (a full disk), an open store may still show writes it made
-    /// without `fsync` ([`start_target`](rota_core::BatchStore::start_target)'s), which the
-    /// failed durable commit did not persist: once it is dropped, this reads what the file
-    /// kept.
     pub fn read_job(
         path: impl AsRef<Path>,
         id: &str,

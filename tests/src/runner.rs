@@ -148,6 +148,8 @@ macro_rules! runner_tests {
                 sweep_after_a_submit_deletes_expired_jobs_but_never_a_live_one,
                 evict_after_a_stored_target_deletes_terminal_jobs_but_never_a_live_one,
                 evict_runs_after_every_stored_target_not_only_at_a_jobs_end,
+                a_jobs_end_is_stored_before_the_hooks_report_it,
+                a_targets_hook_comes_before_the_evict_after_it,
                 a_stored_target_and_a_cancel_set_the_lease_to_their_time,
                 a_cancel_lets_the_inflight_fetch_finish_with_its_token_uncancelled,
                 a_store_failing_after_a_countdown_loses_no_accepted_outcome,
@@ -4004,6 +4006,155 @@ pub async fn evict_runs_after_every_stored_target_not_only_at_a_jobs_end(
     })
     .await?;
     r.close().await
+}
+
+/// [`Hooks`] that read the store as they are called: for `job` (a terminal outcome) the status
+/// the store holds for the job being watched, for `target` whether the store still holds it.
+struct StoreReader {
+    store: Arc<dyn BatchStore>,
+    /// The job watched, once its submit has returned.
+    id: Mutex<Option<String>>,
+    /// For each terminal `job` call: the outcome, and the watched job's stored status.
+    ended: Mutex<Vec<(JobOutcome, Option<JobStatus>)>>,
+    /// For each `target` call: whether the watched job was in the store.
+    held: Mutex<Vec<bool>>,
+}
+
+impl StoreReader {
+    fn new(store: Arc<dyn BatchStore>) -> Arc<Self> {
+        Arc::new(StoreReader {
+            store,
+            id: Mutex::new(None),
+            ended: Mutex::new(Vec::new()),
+            held: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Watches job `id` from now on.
+    fn watch(&self, id: &str) {
+        *lock(&self.id) = Some(id.to_owned());
+    }
+
+    /// The watched job's row as the store holds it now (`Err` if the store failed).
+    fn read(&self) -> Result<Option<JobRow>, String> {
+        let Some(id) = lock(&self.id).clone() else {
+            return Err("no job watched yet".into());
+        };
+        block_on(self.store.job(&id)).map_err(|e| e.to_string())
+    }
+}
+
+impl Hooks for StoreReader {
+    fn job(&self, outcome: JobOutcome) {
+        if matches!(outcome, JobOutcome::Created | JobOutcome::Reused) {
+            return;
+        }
+        let status = self.read().ok().flatten().map(|row| row.status);
+        lock(&self.ended).push((outcome, status));
+    }
+    fn target(&self, _err: Option<&FetchError>, _elapsed: Duration, _result_bytes: usize) {
+        let held = matches!(self.read(), Ok(Some(_)));
+        lock(&self.held).push(held);
+    }
+}
+
+/// SPEC §4: a job's terminal status is stored, then `hooks.job` reports it: a hook that reads
+/// the store finds the job done, partial or failed already (the job's last target and its
+/// status are one write).
+pub async fn a_jobs_end_is_stored_before_the_hooks_report_it(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let hooks = StoreReader::new(store.clone());
+    let probe = Probe::scripted(|url, _| {
+        if url.ends_with("/fail") {
+            Act::Fail(FetchError::Other("no".into()))
+        } else {
+            Act::Ok(content_of(url))
+        }
+    });
+    let cfg = Config {
+        hooks: hooks.clone(),
+        ..config()
+    };
+    let runner = Runner::start(store, probe.clone(), cfg).await?;
+    let jobs = [
+        (
+            "done",
+            vec!["https://t.example/d/0", "https://t.example/d/1"],
+        ),
+        (
+            "partial",
+            vec!["https://t.example/p/0", "https://t.example/p/fail"],
+        ),
+        ("failed", vec!["https://t.example/f/fail"]),
+    ];
+    for (i, (_, urls)) in jobs.iter().enumerate() {
+        // Held until the job is watched, so that its end comes after.
+        probe.hold(urls[0]);
+        let s = runner
+            .submit(
+                caller("ann"),
+                CallerClass::Fleet,
+                urls.iter().map(|u| target(u)).collect(),
+            )
+            .await?;
+        hooks.watch(&s.id);
+        probe.release(urls[0]);
+        until("the job's end is reported", || {
+            lock(&hooks.ended).len() == i + 1
+        })
+        .await?;
+    }
+    runner.close().await;
+    let ended = lock(&hooks.ended).clone();
+    assert_eq!(
+        ended,
+        [
+            (JobOutcome::Done, Some(JobStatus::Done)),
+            (JobOutcome::Partial, Some(JobStatus::Partial)),
+            (JobOutcome::Failed, Some(JobStatus::Failed)),
+        ],
+        "what the store held when hooks.job reported each job's end"
+    );
+    Ok(())
+}
+
+/// SPEC §4: a stored target's `hooks.target` comes before the evict that follows it: with a
+/// budget of one byte, the hook still finds the job its target ended, which that evict then
+/// deletes.
+pub async fn a_targets_hook_comes_before_the_evict_after_it(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let hooks = StoreReader::new(store.clone());
+    let probe = Probe::new();
+    let cfg = Config {
+        hooks: hooks.clone(),
+        max_bytes: 1,
+        ..config()
+    };
+    let runner = Runner::start(store.clone(), probe.clone(), cfg).await?;
+    let u = "https://t.example/e/0";
+    probe.hold(u);
+    let s = runner
+        .submit(caller("ann"), CallerClass::Fleet, vec![target(u)])
+        .await?;
+    hooks.watch(&s.id);
+    probe.release(u);
+    until("the target's hook is called", || {
+        !lock(&hooks.held).is_empty()
+    })
+    .await?;
+    until("the job is evicted", || {
+        matches!(block_on(store.job(&s.id)), Ok(None))
+    })
+    .await?;
+    runner.close().await;
+    assert_eq!(
+        *lock(&hooks.held),
+        [true],
+        "the ended job was in the store when hooks.target was called"
+    );
+    Ok(())
 }
 
 /// A stored target sets its job's lease to the time of its store (SPEC §6: every write of a
