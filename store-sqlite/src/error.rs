@@ -44,13 +44,35 @@ pub(crate) fn ctx(context: &'static str) -> impl Fn(rusqlite::Error) -> StoreErr
 /// A stored text column that holds no known name of its enum.
 #[derive(Debug)]
 pub(crate) struct BadName {
-    pub(crate) what: &'static str,
-    pub(crate) found: String,
+    what: &'static str,
+    /// What the column holds if it is a short plain word (a name misspelt, say); otherwise
+    /// only its length in characters: a damaged file could hold anything there, a URL or a
+    /// key too, and this message is logged.
+    found: Result<String, usize>,
+}
+
+impl BadName {
+    /// `found`, which is no name of `what`.
+    pub(crate) fn new(what: &'static str, found: &str) -> Self {
+        let plain = found.len() <= 16
+            && found
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        let found = if plain {
+            Ok(found.to_owned())
+        } else {
+            Err(found.chars().count())
+        };
+        BadName { what, found }
+    }
 }
 
 impl std::fmt::Display for BadName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "unknown {} {:?}", self.what, self.found)
+        match &self.found {
+            Ok(word) => write!(f, "unknown {} {word:?}", self.what),
+            Err(n) => write!(f, "unknown {}: a text of {n} characters", self.what),
+        }
     }
 }
 
@@ -62,6 +84,19 @@ mod tests {
 
     fn failure(code: std::os::raw::c_int) -> rusqlite::Error {
         rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None)
+    }
+
+    #[test]
+    fn an_unknown_name_is_shown_only_if_it_is_a_short_plain_word() {
+        let shown = |found: &str| BadName::new("job status", found).to_string();
+        assert_eq!(shown("runing"), r#"unknown job status "runing""#);
+        assert_eq!(shown(""), r#"unknown job status """#);
+        let url = "https://secret.example/p";
+        assert_eq!(shown(url), "unknown job status: a text of 24 characters");
+        assert_eq!(
+            shown("abcdefghijklmnopq"),
+            "unknown job status: a text of 17 characters"
+        );
     }
 
     #[test]

@@ -188,12 +188,7 @@ fn name<T>(
 ) -> rusqlite::Result<T> {
     let s: String = r.get(col)?;
     parse(&s).ok_or_else(|| {
-        let found = s.chars().take(32).collect();
-        rusqlite::Error::FromSqlConversionFailure(
-            col,
-            Type::Text,
-            Box::new(BadName { what, found }),
-        )
+        rusqlite::Error::FromSqlConversionFailure(col, Type::Text, Box::new(BadName::new(what, &s)))
     })
 }
 
