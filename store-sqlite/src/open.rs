@@ -255,9 +255,13 @@ pub(crate) fn inspect(path: &Path) -> Result<(), StoreError> {
     }
     // With a WAL beside the file, pages may legitimately live only in the WAL (and a checkpoint
     // cut short by a crash may have written the header before the pages), so the size is
-    // checked only when there is none: then the file alone is the database.
+    // checked only when there is none: then the file alone is the database. Nor with a
+    // rollback journal beside it: a rota store has one only while its first commit, which
+    // creates the schema, is under way (it is switched to WAL after), and a crash in that
+    // commit leaves the header written (page 1 goes first) and the pages after it not all;
+    // SQLite rolls the file back to what the journal holds (no pages: a new store).
     let pages = u64::from(be32(&head, 28));
-    if !sidecar(path, "-wal").exists() {
+    if !sidecar(path, "-wal").exists() && !sidecar(path, "-journal").exists() {
         let want = pages.saturating_mul(page_size);
         if len < want {
             return Err(StoreError::Corrupt(format!(

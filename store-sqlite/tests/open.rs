@@ -412,6 +412,54 @@ async fn a_truncated_store_is_refused_unchanged() {
     }
 }
 
+/// A new store whose first commit a crash cut short: SQLite writes the schema's pages after its
+/// rollback journal (which for a new file records only its size, none), page 1 first with the
+/// final header; killed partway, it leaves a file shorter than its header says and a hot
+/// journal. The next open lets SQLite roll that back (to no pages: a new store) rather than
+/// refuse the file as truncated for good.
+#[tokio::test]
+async fn a_new_store_whose_first_commit_was_cut_short_opens_as_new() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rota.db");
+    drop(SqliteStore::open(&path).unwrap());
+    // The schema as the first commit writes it: in rollback-journal mode, as it is made.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = DELETE", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "delete");
+    let page_size: u32 = conn
+        .query_row("PRAGMA page_size", [], |r| r.get(0))
+        .unwrap();
+    drop(conn);
+    let whole = fs::read(&path).unwrap();
+    assert!(
+        whole.len() >= 3 * page_size as usize,
+        "{} bytes",
+        whole.len()
+    );
+    // The journal of a transaction on a file of no pages: its header alone (magic, no page
+    // records, a nonce, the original size of 0 pages, sector and page size), one sector long.
+    let mut journal = vec![0u8; 512];
+    journal[..8].copy_from_slice(&[0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7]);
+    journal[12..16].copy_from_slice(&0x1234_5678u32.to_be_bytes());
+    journal[20..24].copy_from_slice(&512u32.to_be_bytes());
+    journal[24..28].copy_from_slice(&page_size.to_be_bytes());
+    let mut hot = path.clone().into_os_string();
+    hot.push("-journal");
+    for keep in [1, 2] {
+        fs::write(&path, &whole[..keep * page_size as usize]).unwrap();
+        fs::write(&hot, &journal).unwrap();
+        let store = SqliteStore::open(&path).unwrap_or_else(|e| panic!("{keep} pages: {e}"));
+        assert!(store.job("j1").await.unwrap().is_none());
+        store.admit(&new_job("j1", 1), &CAPS).await.unwrap();
+        assert!(store.job("j1").await.unwrap().is_some());
+        drop(store);
+        assert!(!Path::new(&hot).exists(), "the journal was rolled back");
+        fs::remove_file(&path).unwrap();
+    }
+}
+
 /// The refusal of a SQLite file with rota's marks and what `ddl` makes.
 fn refused_marked(path: &Path, ddl: &str) -> StoreError {
     foreign_db(
