@@ -7,12 +7,14 @@
 //! - [`idem_key`]: the idempotency key of a submit;
 //! - [`Config`], [`Hooks`], [`Clock`]: how a runner is set up;
 //! - [`JobMachine`]: every scheduling decision, fed inputs and the time by a driver;
-//! - [`BatchStore`]: the trait every backend implements, with its contract.
+//! - [`BatchStore`]: the trait every backend implements, with its contract;
+//! - [`claims`]: the store files open in this process, a registry the file stores share.
 //!
 //! The tokio driver is the `rota` crate, which re-exports everything here.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod claims;
 mod config;
 mod error;
 mod idem;

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use redb::backends::{FileBackend, InMemoryBackend};
 use redb::{Builder, Database, ReadableDatabase, ReadableTable};
+use rota_core::claims::{FileClaim, FileKey};
 use rota_core::{BackendError, JobRow, StoreError, TargetRow};
 
 use crate::error::{Ctx, err};
@@ -23,8 +24,10 @@ impl RedbStore {
     /// Opens the store at `path`, creating it if nothing is there, with
     /// [`Durability::Immediate`](crate::Durability::Immediate).
     ///
-    /// A second open of a file that is open (in this process or another) fails with
-    /// [`StoreError::InUse`] ("database already open"). A file that is not a rota redb store
+    /// A second open of a file that is open fails with [`StoreError::InUse`]: in another
+    /// process ("database already open"), or in this one, by a store of either kind ("already
+    /// open by another store in this process", before the file is read: see
+    /// [`rota_core::claims`]). A file that is not a rota redb store
     /// (an empty file, text, a truncated or damaged file, a redb database of another program;
     /// a directory, FIFO or device, refused before it is opened)
     /// fails with [`StoreError::Corrupt`], one of another schema version with
@@ -50,6 +53,7 @@ impl RedbStore {
     /// opened for real.
     pub fn open_with(path: impl AsRef<Path>, opts: RedbOptions) -> Result<RedbStore, StoreError> {
         let path = path.as_ref();
+        let mut claim = claim(path)?;
         match fs::symlink_metadata(path) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => create(path)?,
             Err(e) => return Err(at_file("open store file", path, e)),
@@ -59,9 +63,14 @@ impl RedbStore {
             }
             Ok(m) => a_file(path, &m)?,
         }
+        if let Some(id) = identity(path) {
+            claim.add(id);
+        }
         drop(inspect(path, &[VERSION]).map_err(held_by_another(path))?);
         let db = open_db(path).map_err(held_by_another(path))?;
-        RedbStore::from_db(db, &opts)
+        let mut store = RedbStore::from_db(db, &opts)?;
+        store.claim = Some(claim);
+        Ok(store)
     }
 
     /// Job `id` and its targets as the file at `path` holds them, read without changing the
@@ -75,6 +84,7 @@ impl RedbStore {
         id: &str,
     ) -> Result<Option<(JobRow, Vec<TargetRow>)>, StoreError> {
         let path = path.as_ref();
+        let _claim = claim(path)?;
         let m = fs::symlink_metadata(path).map_err(|e| at_file("open store file", path, e))?;
         a_file(path, &m)?;
         let db = inspect(path, &[VERSION]).map_err(held_by_another(path))?;
@@ -89,6 +99,7 @@ impl RedbStore {
     /// open elsewhere ([`StoreError::InUse`]).
     pub fn upgrade(path: impl AsRef<Path>) -> Result<bool, StoreError> {
         let path = path.as_ref();
+        let _claim = claim(path)?;
         let m = fs::symlink_metadata(path).map_err(|e| at_file("open store file", path, e))?;
         a_file(path, &m)?;
         drop(inspect(path, &[VERSION_2, VERSION]).map_err(held_by_another(path))?);
@@ -116,13 +127,68 @@ impl RedbStore {
     }
 }
 
+/// Claims the file at `path` in this process ([`rota_core::claims`], shared with the other
+/// file stores) before anything opens it, or fails with [`StoreError::InUse`]: a store of
+/// another kind open on the file here (a SQLite store) would lose its lock as soon as this one
+/// closed a descriptor of the file, even one that only read its first bytes.
+fn claim(path: &Path) -> Result<FileClaim, StoreError> {
+    let keys = std::iter::once(FileKey::Path(canonical(path)))
+        .chain(identity(path))
+        .collect();
+    FileClaim::take(keys).ok_or_else(|| {
+        StoreError::InUse(format!(
+            "{}: already open by another store in this process (a store has one owner at a \
+             time); drop it first",
+            path.display()
+        ))
+    })
+}
+
+/// The device and inode of the file at `path` (symlinks followed), if it exists. `stat` opens
+/// no descriptor.
+#[cfg(unix)]
+fn identity(path: &Path) -> Option<FileKey> {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(path).ok().map(|m| FileKey::Inode {
+        dev: m.dev(),
+        ino: m.ino(),
+    })
+}
+
+/// Files have no identity here beyond their path.
+#[cfg(not(unix))]
+fn identity(_path: &Path) -> Option<FileKey> {
+    None
+}
+
+/// `path` with symlinks resolved, so two spellings of one file are one claim. A file that does
+/// not exist yet is named by its canonical directory.
+fn canonical(path: &Path) -> PathBuf {
+    if let Ok(p) = path.canonicalize() {
+        return p;
+    }
+    match (path.parent(), path.file_name()) {
+        (Some(dir), Some(name)) => {
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            };
+            dir.canonicalize()
+                .map(|d| d.join(name))
+                .unwrap_or_else(|_| path.to_path_buf())
+        }
+        _ => path.to_path_buf(),
+    }
+}
+
 /// Names the file in a [`StoreError::InUse`] met opening `path` (redb says only "database
 /// already open"), and who may hold it; any other error is passed on as it is.
 fn held_by_another(path: &Path) -> impl Fn(StoreError) -> StoreError + '_ {
     move |e| match e {
         StoreError::InUse(why) => StoreError::InUse(format!(
-            "{}: {why} (by another process, or another RedbStore in this one: a store has one \
-             owner at a time)",
+            "{}: {why} (by another process, or by redb itself elsewhere in this one: a store \
+             has one owner at a time)",
             path.display()
         )),
         e => e,

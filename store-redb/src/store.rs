@@ -145,6 +145,9 @@ pub struct RedbStore {
     tally: Mutex<Tally>,
     /// See [`RedbStore::published`].
     published: Mutex<()>,
+    /// The file's claim in this process, if the store is a file's; let go of only once the
+    /// database (declared first) is closed.
+    pub(crate) claim: Option<rota_core::claims::FileClaim>,
 }
 
 /// Shows the settings and counts, never a row or a caller's name.
@@ -630,6 +633,7 @@ impl RedbStore {
             }),
             tally: Mutex::new(tally),
             published: Mutex::new(()),
+            claim: None,
         })
     }
 

@@ -285,12 +285,12 @@ fn a_second_open_fails_in_use_until_the_first_is_dropped() {
     let first = RedbStore::open(&path).unwrap();
     let err = RedbStore::open(&path).unwrap_err();
     assert!(
-        matches!(&err, StoreError::InUse(m) if m.contains("database already open")),
+        matches!(&err, StoreError::InUse(m) if m.contains("already open")),
         "{err:?}"
     );
     // The message names the file and says who may hold it.
     let shown = err.to_string();
-    assert!(shown.contains("database already open"), "{shown}");
+    assert!(shown.contains("already open"), "{shown}");
     assert!(shown.contains(&path.display().to_string()), "{shown}");
     assert!(shown.contains("one owner at a time"), "{shown}");
     drop(first);
@@ -319,7 +319,7 @@ fn a_store_open_under_one_name_is_refused_under_a_link_to_it() {
         let owner = RedbStore::open(first).unwrap();
         let err = RedbStore::open(second).unwrap_err();
         assert!(
-            matches!(&err, StoreError::InUse(m) if m.contains("database already open")),
+            matches!(&err, StoreError::InUse(m) if m.contains("already open")),
             "{first:?} then {second:?}: {err:?}"
         );
         // The refused open took nothing from the owner: its lock still holds.
@@ -842,7 +842,7 @@ fn group_wait_is_taken_as_given_and_is_zero_without_sync() {
 }
 
 fn is_in_use(e: &StoreError) -> bool {
-    matches!(e, StoreError::InUse(m) if m.contains("database already open"))
+    matches!(e, StoreError::InUse(m) if m.contains("already open"))
 }
 
 /// `upgrade` of a file open elsewhere fails `InUse` and leaves it unchanged, whether it is

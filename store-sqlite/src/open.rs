@@ -34,15 +34,14 @@
 //! A file of 0 bytes counts as new, as SQLite itself treats it (it is what `mktemp` and
 //! `tempfile` make); any file with content must already be a rota store of this version.
 
-use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rota_core::StoreError;
+use rota_core::claims::{FileClaim, FileKey};
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
@@ -71,68 +70,34 @@ const STATEMENT_CACHE: usize = 64;
 /// faster, raw loop and runner alike (bench/RESULTS.md, *2026-12-06, late*).
 const CACHE_KIB: u32 = 64 * 1024;
 
-/// The files a [`crate::SqliteStore`] holds open in this process.
-static OPEN: Mutex<BTreeSet<Key>> = Mutex::new(BTreeSet::new());
-
-/// How [`OPEN`] knows a file: by its canonical path, and (on Unix, once it exists) by its
-/// device and inode, which every hard link to it shares.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum Key {
-    Path(PathBuf),
-    // Made only where files have one (see `identity`).
-    #[cfg_attr(not(unix), allow(dead_code))]
-    File {
-        dev: u64,
-        ino: u64,
-    },
-}
-
-/// A file's entries in [`OPEN`], removed on drop.
+/// A file's claim in this process ([`rota_core::claims`], shared with the other file
+/// stores), by its canonical path and (on Unix, once it exists) by its device and inode, which
+/// every hard link to it shares; let go of on drop.
 #[derive(Debug)]
-pub(crate) struct Claim(Vec<Key>);
+pub(crate) struct Claim(FileClaim);
 
 impl Claim {
     /// Claims `path` for this process, or fails with [`StoreError::InUse`].
     fn take(path: &Path) -> Result<Claim, StoreError> {
-        let keys: Vec<Key> = std::iter::once(Key::Path(canonical(path)))
+        let keys: Vec<FileKey> = std::iter::once(FileKey::Path(canonical(path)))
             .chain(identity(path))
             .collect();
-        // Nothing panics under this lock, so a poisoned one holds a consistent set.
-        let mut open = OPEN.lock().unwrap_or_else(PoisonError::into_inner);
-        if keys.iter().any(|k| open.contains(k)) {
-            return Err(StoreError::InUse(format!(
-                "{}: already open by another SqliteStore in this process; drop it first",
+        FileClaim::take(keys).map(Claim).ok_or_else(|| {
+            StoreError::InUse(format!(
+                "{}: already open by another store in this process (a store has one owner at a \
+             time); drop it first",
                 path.display()
-            )));
-        }
-        open.extend(keys.iter().cloned());
-        Ok(Claim(keys))
+            ))
+        })
     }
 
     /// Adds the identity of the file at `path` to the claim, once it exists (an open that
-    /// created it claimed its path only).
+    /// created it claimed its path only). Another claim holds it only if a hard link to this
+    /// new file was made and opened in this process while this open ran (one of the two then
+    /// owns the file's lock); this claim then leaves the identity to that one.
     fn identify(&mut self, path: &Path) {
-        let Some(id) = identity(path) else {
-            return;
-        };
-        if self.0.contains(&id) {
-            return;
-        }
-        let mut open = OPEN.lock().unwrap_or_else(PoisonError::into_inner);
-        // Another claim holds it only if a hard link to this new file was made and opened in
-        // this process while this open ran (one of the two then owns the file's lock); this
-        // claim then leaves the identity to that one.
-        if open.insert(id.clone()) {
-            self.0.push(id);
-        }
-    }
-}
-
-impl Drop for Claim {
-    fn drop(&mut self) {
-        let mut open = OPEN.lock().unwrap_or_else(PoisonError::into_inner);
-        for k in &self.0 {
-            open.remove(k);
+        if let Some(id) = identity(path) {
+            self.0.add(id);
         }
     }
 }
@@ -140,9 +105,9 @@ impl Drop for Claim {
 /// The device and inode of the file at `path` (symlinks followed), if it exists. `stat` opens
 /// no descriptor, so it never drops a lock.
 #[cfg(unix)]
-fn identity(path: &Path) -> Option<Key> {
+fn identity(path: &Path) -> Option<FileKey> {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| Key::File {
+    std::fs::metadata(path).ok().map(|m| FileKey::Inode {
         dev: m.dev(),
         ino: m.ino(),
     })
@@ -150,7 +115,7 @@ fn identity(path: &Path) -> Option<Key> {
 
 /// Files have no identity here beyond their path.
 #[cfg(not(unix))]
-fn identity(_path: &Path) -> Option<Key> {
+fn identity(_path: &Path) -> Option<FileKey> {
     None
 }
 
