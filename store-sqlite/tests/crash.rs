@@ -15,12 +15,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Write};
+#[path = "common/child.rs"]
+mod child_process;
+
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use child_process::{KillOnDrop, Lines};
 
 use rota::{
     BatchStore, Caller, CallerClass, CancellationToken, Config, FetchError, JobStatus, Runner,
@@ -171,24 +175,15 @@ fn kill_and_check(after: usize, delay: Duration, hang: bool) -> bool {
     if hang {
         cmd.env(HANG_ENV, after.to_string());
     }
-    let mut child = cmd.spawn().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel::<String>();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let mut child = KillOnDrop::spawn(&mut cmd);
+    let mut out = Lines::new(child.stdout.take().unwrap());
     let mut lines = Vec::new();
     let mut done = 0;
     let hung = format!("admitted {after} ");
     while done < after || (hang && !lines.last().is_some_and(|l: &String| l.starts_with(&hung))) {
-        let line = rx
-            .recv_timeout(PATIENCE)
-            .unwrap_or_else(|e| panic!("the child stopped after {done} jobs: {e}"));
+        let line = out
+            .next_within(PATIENCE)
+            .unwrap_or_else(|| panic!("the child stopped after {done} jobs"));
         done += usize::from(line.starts_with("done "));
         lines.push(line);
     }
@@ -196,9 +191,8 @@ fn kill_and_check(after: usize, delay: Duration, hang: bool) -> bool {
     child.kill().unwrap();
     let status = child.wait().unwrap();
     assert!(!status.success(), "the child was killed");
-    reader.join().unwrap();
     // Whatever the child printed before it died was acknowledged too.
-    lines.extend(rx.try_iter());
+    lines.extend(out.rest_within(PATIENCE));
 
     let mut admitted: Vec<(usize, String)> = Vec::new();
     let mut acked: Vec<(usize, String)> = Vec::new();

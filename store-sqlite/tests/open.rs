@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "common/child.rs"]
+mod child_process;
 mod common;
 #[path = "common/files.rs"]
 mod files;
@@ -215,27 +217,29 @@ fn a_file_locked_by_another_process_is_in_use() {
         let _ = std::io::stdin().read_line(&mut line);
         return;
     }
-    use std::io::{BufRead, BufReader};
+    use child_process::{KillOnDrop, Lines};
     use std::process::Stdio;
+    use std::time::Duration;
+    // Long enough for the child to open the store on a loaded machine; only there so a hang
+    // fails the test.
+    const LIMIT: Duration = Duration::from_secs(60);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rota.db");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "a_file_locked_by_another_process_is_in_use",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("ROTA_SQLITE_HOLD", &path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
+    let mut child = KillOnDrop::spawn(
+        Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "a_file_locked_by_another_process_is_in_use",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("ROTA_SQLITE_HOLD", &path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped()),
+    );
+    let mut out = Lines::new(child.stdout.take().unwrap());
     loop {
-        line.clear();
-        assert!(out.read_line(&mut line).unwrap() > 0, "the child exited");
+        let line = out.next_within(LIMIT).expect("the child exited");
         if line.trim() == "rota-hold-open" {
             break;
         }
@@ -255,7 +259,7 @@ fn a_file_locked_by_another_process_is_in_use() {
         "refused after {tried_for:?}"
     );
     drop(child.stdin.take());
-    assert!(child.wait().unwrap().success());
+    assert!(child.wait_within(LIMIT).success());
     SqliteStore::open(&path).unwrap();
 }
 
