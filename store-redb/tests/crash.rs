@@ -7,12 +7,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../../store-sqlite/tests/common/child.rs"]
+mod child_process;
+
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
+
+use child_process::{KillOnDrop, Lines};
 
 use rota::{
     Caller, CallerClass, CancellationToken, Config, JobStatus, Runner, Target, TargetResult,
@@ -31,6 +36,10 @@ const TARGETS: usize = 3;
 /// With no sync, one commit in this many is durable: a job takes 7 commits (admit, then start
 /// and finish per target), so the durable points fall at every stage of a job's life.
 const SYNC_EVERY: u32 = 5;
+
+/// How long the parent waits for the child's next line before it calls the child stuck: long
+/// enough for anything here on a loaded machine; only there so a hang fails the test.
+const LIMIT: Duration = Duration::from_secs(60);
 
 fn options(durability: &str) -> RedbOptions {
     RedbOptions {
@@ -95,15 +104,18 @@ async fn child(path: &str, durability: &str) {
     }
 }
 
-fn spawn_child(test: &str, path: &Path, durability: &str) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, path)
-        .env(DURABILITY_ENV, durability)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap()
+/// Spawns the child, and the reader of its stdout.
+fn spawn_child(test: &str, path: &Path, durability: &str) -> (KillOnDrop, Lines) {
+    let mut child = KillOnDrop::spawn(
+        Command::new(std::env::current_exe().unwrap())
+            .args([test, "--exact", "--nocapture", "--test-threads=1"])
+            .env(CHILD_ENV, path)
+            .env(DURABILITY_ENV, durability)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit()),
+    );
+    let lines = Lines::new(child.stdout.take().unwrap());
+    (child, lines)
 }
 
 /// What one child run printed before it was killed.
@@ -117,12 +129,10 @@ struct Run {
 /// Runs a child until it has acknowledged `acks` jobs, then waits `delay` more and SIGKILLs it.
 /// While it runs, checks that the parent cannot open the store.
 fn run_and_kill(test: &str, path: &Path, durability: &str, acks: usize, delay: Duration) -> Run {
-    let mut child = spawn_child(test, path, durability);
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
+    let (mut child, mut lines) = spawn_child(test, path, durability);
     let mut run = Run::default();
     while run.acked.len() < acks {
-        let line = lines.next().expect("the child stopped early").unwrap();
+        let line = lines.next_within(LIMIT).expect("the child stopped early");
         run.read(&line);
         if run.acked.len() == 1 && run.pending.is_none() {
             let err = RedbStore::open(path).unwrap_err();
@@ -133,8 +143,8 @@ fn run_and_kill(test: &str, path: &Path, durability: &str, acks: usize, delay: D
     child.kill().unwrap();
     child.wait().unwrap();
     // Lines the child printed before it died still count: they were acknowledged.
-    for line in lines {
-        run.read(&line.unwrap());
+    for line in lines.rest_within(LIMIT) {
+        run.read(&line);
     }
     run
 }
@@ -378,12 +388,8 @@ async fn kill_9_keeps_an_acknowledged_start_with_nothing_written_after_it() {
     }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("start.redb");
-    let mut child = spawn_child(TEST, &path, "immediate");
-    let stdout = child.stdout.take().unwrap();
-    let started = BufReader::new(stdout)
-        .lines()
-        .map(|l| l.unwrap())
-        .any(|l| l == "STARTED");
+    let (mut child, mut lines) = spawn_child(TEST, &path, "immediate");
+    let started = std::iter::from_fn(|| lines.next_within(LIMIT)).any(|l| l == "STARTED");
     assert!(started, "the child stopped early");
     child.kill().unwrap();
     child.wait().unwrap();

@@ -8,10 +8,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Write};
+#[path = "../../store-sqlite/tests/common/child.rs"]
+mod child_process;
+
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
+
+use child_process::{KillOnDrop, Lines};
 
 use rota_core::{Admission, BatchStore, CallerClass, Caps, NewJob};
 use rota_store_redb::{Durability, RedbOptions, RedbStore};
@@ -21,6 +26,8 @@ const CHILD_ENV: &str = "ROTA_REDB_SYNC_EVERY_CHILD";
 /// Set in the child: `sync_every` and how many jobs to admit, as `N,K`.
 const PLAN_ENV: &str = "ROTA_REDB_SYNC_EVERY_PLAN";
 const TEST: &str = "a_kill_keeps_the_commits_up_to_the_last_one_sync_every_made_durable";
+/// Long enough for the child's commits on a loaded machine; only there so a hang fails the test.
+const LIMIT: Duration = Duration::from_secs(60);
 
 fn caps() -> Caps {
     Caps {
@@ -79,19 +86,19 @@ async fn child(path: &str, plan: &str) {
 async fn kept_after_kill(n: u32, k: u32) -> Vec<bool> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rota.redb");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, &path)
-        .env(PLAN_ENV, format!("{n},{k}"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut child = KillOnDrop::spawn(
+        Command::new(std::env::current_exe().unwrap())
+            .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
+            .env(CHILD_ENV, &path)
+            .env(PLAN_ENV, format!("{n},{k}"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit()),
+    );
+    let mut lines = Lines::new(child.stdout.take().unwrap());
     let mut done = false;
-    for line in lines {
+    while let Some(line) = lines.next_within(LIMIT) {
         // libtest may have printed the test's name on the same line.
-        if line.unwrap().contains("DONE") {
+        if line.contains("DONE") {
             done = true;
             break;
         }
