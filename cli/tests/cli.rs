@@ -11,6 +11,8 @@ use std::time::Duration;
 use rota::{JobStatus, JobView, TargetState, TargetStatus};
 use tempfile::TempDir;
 
+use common::child::{KillOnDrop, Lines, within};
+
 /// Long enough for anything below on a loaded machine; only there so a hang fails the test.
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -1390,20 +1392,29 @@ async fn run_with_its_stdout_closed_keeps_its_job_past_the_budget_and_says_why()
     // `rota ARGS run --max-bytes MAX FILE` with its stdout's read end closed before anything
     // is written.
     let run_unread = |args: &[&str], max: &str, f: &Path| {
-        let mut child = rota_process()
-            .current_dir(env.dir.path())
-            .env("ROTA_STORE", env.store())
-            .env_remove("RUST_LOG")
-            .args(args)
-            .args(["run", "--max-bytes", max])
-            .arg(f)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = KillOnDrop::spawn(
+            rota_process()
+                .current_dir(env.dir.path())
+                .env("ROTA_STORE", env.store())
+                .env_remove("RUST_LOG")
+                .args(args)
+                .args(["run", "--max-bytes", max])
+                .arg(f)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        );
         drop(child.stdout.take());
-        tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        let mut err = Lines::new(child.stderr.take().unwrap());
+        tokio::task::spawn_blocking(move || {
+            let stderr = err.rest_within(LIMIT).into_bytes();
+            let status = child.wait_within(LIMIT);
+            Output {
+                status,
+                stdout: Vec::new(),
+                stderr,
+            }
+        })
     };
     let o = run_unread(&[], "1", &f).await.unwrap();
     let err = stderr(&o);
@@ -1749,20 +1760,22 @@ async fn the_demo_stops_with_exit_1_when_its_stdout_is_closed() {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
     let env = Env::new();
-    let mut child = rota_process()
-        .current_dir(env.dir.path())
-        .env("ROTA_STORE", env.store())
-        .env("RUST_LOG", "rota=debug")
-        .arg("demo")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
+    let mut child = KillOnDrop::spawn(
+        rota_process()
+            .current_dir(env.dir.path())
+            .env("ROTA_STORE", env.store())
+            .env("RUST_LOG", "rota=debug")
+            .arg("demo")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+    );
+    let stdout = child.stdout.take().unwrap();
+    let first = within(LIMIT, "reading the demo's first line", move || {
+        let mut first = String::new();
+        BufReader::new(stdout).read_line(&mut first).unwrap();
+        first
+    });
     assert!(first.starts_with("rota demo"), "{first}");
     // The reader is dropped: stdout is closed, like `rota demo | head -1`.
     let mut waited = Duration::ZERO;
@@ -1821,33 +1834,28 @@ async fn help_version_and_the_demo_say_why_stdout_failed() {
 #[cfg(unix)]
 mod interrupt {
     use super::*;
-    use std::io::{BufRead, BufReader};
     use std::process::{Child, Command, Stdio};
 
     /// Starts `rota run FILE`, waits for `job ID created` on stderr, returns the child, the id
-    /// and the rest of stderr's reader.
-    // The child is handed back to the test, which waits for it.
-    #[allow(clippy::zombie_processes)]
-    fn start(env: &Env, file: &Path) -> (Child, String, BufReader<std::process::ChildStderr>) {
-        let mut child = rota_process()
-            .current_dir(env.dir.path())
-            .env("USER", "tester")
-            .env_remove("ROTA_STORE")
-            .args(["--store", &env.store(), "run"])
-            .arg(file)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
+    /// and the rest of stderr's lines.
+    fn start(env: &Env, file: &Path) -> (KillOnDrop, String, Lines) {
+        let mut child = KillOnDrop::spawn(
+            rota_process()
+                .current_dir(env.dir.path())
+                .env("USER", "tester")
+                .env_remove("ROTA_STORE")
+                .args(["--store", &env.store(), "run"])
+                .arg(file)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        );
+        let mut err = Lines::new(child.stderr.take().unwrap());
         loop {
-            line.clear();
-            if err.read_line(&mut line).unwrap() == 0 {
+            let Some(line) = err.next_within(LIMIT) else {
                 let _ = child.kill();
                 let status = child.wait();
                 panic!("rota ended before creating the job: {status:?}");
-            }
+            };
             if let Some(rest) = line.strip_prefix("job ")
                 && let Some((id, tail)) = rest.split_once(' ')
                 && tail.starts_with("created")
@@ -1874,11 +1882,9 @@ mod interrupt {
 
     /// Reads `err` up to rota's line that it is cancelling job `id` (the first signal handled),
     /// and returns that line.
-    fn until_cancelling(err: &mut BufReader<std::process::ChildStderr>, id: &str) -> String {
-        let mut line = String::new();
+    fn until_cancelling(err: &mut Lines, id: &str) -> String {
         loop {
-            line.clear();
-            assert!(err.read_line(&mut line).unwrap() > 0, "rota ended early");
+            let line = err.next_within(LIMIT).expect("rota ended early");
             if line.starts_with(&format!("cancelling job {id}")) {
                 return line;
             }
@@ -1906,26 +1912,21 @@ mod interrupt {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn ctrl_c_in_the_demo_cancels_its_jobs() {
         let env = Env::new();
-        let mut child = rota_process()
-            .current_dir(env.dir.path())
-            .env_remove("ROTA_STORE")
-            .env_remove("RUST_LOG")
-            .args(["--store", &env.store(), "demo"])
-            .args(["--retry-wait", "60s", "--timeout", "10s"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut child = KillOnDrop::spawn(
+            rota_process()
+                .current_dir(env.dir.path())
+                .env_remove("ROTA_STORE")
+                .env_remove("RUST_LOG")
+                .args(["--store", &env.store(), "demo"])
+                .args(["--retry-wait", "60s", "--timeout", "10s"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null()),
+        );
+        let mut out = Lines::new(child.stdout.take().unwrap());
         let ids = tokio::task::block_in_place(|| {
             let mut ids = Vec::new();
-            let mut line = String::new();
             loop {
-                line.clear();
-                assert!(
-                    out.read_line(&mut line).unwrap() > 0,
-                    "the demo ended early"
-                );
+                let line = out.next_within(LIMIT).expect("the demo ended early");
                 if let Some(rest) = line.strip_prefix("submitted job ")
                     && let Some((id, _)) = rest.split_once(' ')
                 {
@@ -1940,9 +1941,8 @@ mod interrupt {
         assert_eq!(ids.len(), 2);
         sigint(&child);
         let (status, rest) = tokio::task::spawn_blocking(move || {
-            let mut rest = String::new();
-            std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-            (child.wait().unwrap(), rest)
+            let rest = out.rest_within(LIMIT);
+            (child.wait_within(LIMIT), rest)
         })
         .await
         .unwrap();
@@ -1973,15 +1973,13 @@ mod interrupt {
             "t.json",
             &json_array(&[s.url("/sleep/3000"), s.url("/page/b")]),
         );
-        let (mut child, id, err) = tokio::task::block_in_place(|| start(&env, &f));
+        let (mut child, id, mut err) = tokio::task::block_in_place(|| start(&env, &f));
         // The first target is in flight for 3 s: signal inside that.
         in_flight(&s, 3000).await;
         signal(&child, "-TERM");
         let (status, rest) = tokio::task::spawn_blocking(move || {
-            let mut rest = String::new();
-            let mut err = err;
-            std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
-            (child.wait().unwrap(), rest)
+            let rest = err.rest_within(LIMIT);
+            (child.wait_within(LIMIT), rest)
         })
         .await
         .unwrap();
@@ -2005,8 +2003,13 @@ mod interrupt {
         // The results have begun: the job is over. The rest (far more than a pipe holds)
         // waits for a read that never comes; the pipe stays open.
         let mut out = child.stdout.take().unwrap();
-        let mut first = [0u8; 16];
-        tokio::task::block_in_place(|| std::io::Read::read_exact(&mut out, &mut first).unwrap());
+        let out = tokio::task::block_in_place(|| {
+            within(LIMIT, "reading the first results", move || {
+                let mut first = [0u8; 16];
+                std::io::Read::read_exact(&mut out, &mut first).unwrap();
+                out
+            })
+        });
         signal(&child, "-TERM");
         let status = tokio::task::spawn_blocking(move || {
             for _ in 0..200 {
@@ -2150,7 +2153,7 @@ mod interrupt {
             "t.json",
             &json_array(&[s.url("/sleep/3000"), s.url("/page/b"), s.url("/page/c")]),
         );
-        let (mut child, id, err) = {
+        let (mut child, id, mut err) = {
             let env_ref = &env;
             let f = f.clone();
             // Blocking reads: off the runtime that serves the pages.
@@ -2160,12 +2163,9 @@ mod interrupt {
         in_flight(&s, 3000).await;
         sigint(&child);
         let (status, stdout, rest) = tokio::task::spawn_blocking(move || {
-            let mut rest = String::new();
-            let mut err = err;
-            std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
-            let mut out = String::new();
-            std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
-            (child.wait().unwrap(), out, rest)
+            let rest = err.rest_within(LIMIT);
+            let out = Lines::new(child.stdout.take().unwrap()).rest_within(LIMIT);
+            (child.wait_within(LIMIT), out, rest)
         })
         .await
         .unwrap();
@@ -2216,10 +2216,9 @@ mod interrupt {
             line
         });
         let (status, stdout) = tokio::task::block_in_place(|| {
-            std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
-            let mut out = String::new();
-            std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
-            (child.wait().unwrap(), out)
+            rest.push_str(&err.rest_within(LIMIT));
+            let out = Lines::new(child.stdout.take().unwrap()).rest_within(LIMIT);
+            (child.wait_within(LIMIT), out)
         });
         assert_eq!(status.code(), Some(1), "{rest}");
         assert!(!rest.contains("interrupted"), "{rest}");
@@ -2255,9 +2254,8 @@ mod interrupt {
         let (mut child, id, mut err) = tokio::task::block_in_place(|| start(&env, &f));
         in_flight(&s, 5000).await;
         sigint(&child);
-        let mut rest = String::new();
-        tokio::task::block_in_place(|| std::io::Read::read_to_string(&mut err, &mut rest).unwrap());
-        let status = tokio::task::block_in_place(|| child.wait().unwrap());
+        let rest = tokio::task::block_in_place(|| err.rest_within(LIMIT));
+        let status = tokio::task::block_in_place(|| child.wait_within(LIMIT));
         assert_eq!(status.code(), Some(1), "{rest}");
         assert!(rest.contains(&format!("cancelling job {id}")), "{rest}");
         let summary = regex::Regex::new(&format!(
@@ -2273,21 +2271,18 @@ mod interrupt {
         let s = common::start().await;
         let env = Env::new();
         let f = env.file("t.json", &json_array(&[s.url("/slow"), s.url("/page/b")]));
-        let (mut child, id, err) = tokio::task::block_in_place(|| start(&env, &f));
+        let (mut child, id, mut err) = tokio::task::block_in_place(|| start(&env, &f));
         tokio::time::sleep(Duration::from_millis(300)).await;
         sigint(&child);
         // The second only after the first was handled.
-        let mut err = err;
         let rest = tokio::task::block_in_place(|| {
             until_cancelling(&mut err, &id);
             // As a person would, not within 200 ms of the first (that is the first repeated).
             std::thread::sleep(AFTER_THE_FIRST);
             sigint(&child);
-            let mut rest = String::new();
-            std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
-            rest
+            err.rest_within(LIMIT)
         });
-        let status = tokio::task::block_in_place(|| child.wait().unwrap());
+        let status = tokio::task::block_in_place(|| child.wait_within(LIMIT));
         // Without the second interrupt it would wait for /slow (5 s), then exit 1.
         assert_eq!(status.code(), Some(130), "{rest}");
         assert!(rest.contains("interrupted"), "{rest}");
@@ -2375,11 +2370,9 @@ mod interrupt {
             until_cancelling(&mut err, &id);
             std::thread::sleep(AFTER_THE_FIRST);
             signal(&child, "-TERM");
-            let mut rest = String::new();
-            std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
-            rest
+            err.rest_within(LIMIT)
         });
-        let status = tokio::task::block_in_place(|| child.wait().unwrap());
+        let status = tokio::task::block_in_place(|| child.wait_within(LIMIT));
         // Without the second signal it would wait for the page (60 s), then exit 1.
         assert_eq!(status.code(), Some(143), "{rest}");
         assert!(rest.contains("interrupted"), "{rest}");
@@ -2436,9 +2429,8 @@ mod interrupt {
         let (mut child, id, mut err) = tokio::task::block_in_place(|| start(&env, &f));
         in_flight(&s, 60000).await;
         signals_at_once(&child, "-INT", "-TERM");
-        let mut rest = String::new();
-        tokio::task::block_in_place(|| std::io::Read::read_to_string(&mut err, &mut rest).unwrap());
-        let status = tokio::task::block_in_place(|| child.wait().unwrap());
+        let rest = tokio::task::block_in_place(|| err.rest_within(LIMIT));
+        let status = tokio::task::block_in_place(|| child.wait_within(LIMIT));
         assert!(matches!(status.code(), Some(130 | 143)), "{rest}");
         let view = view_of(&env, &id).await;
         assert_eq!(view.job.status, JobStatus::Cancelled, "{rest}");

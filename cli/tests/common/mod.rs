@@ -1,6 +1,8 @@
 //! A loopback HTTP server the tests start: pages that succeed, fail, are busy, redirect, are
-//! slow or are big.
+//! slow or are big; and, in [`child`], the guard of the processes the tests spawn.
 #![allow(dead_code)]
+
+pub mod child;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
