@@ -2270,9 +2270,12 @@ mod interrupt {
     async fn a_second_ctrl_c_exits_at_once() {
         let s = common::start().await;
         let env = Env::new();
-        let f = env.file("t.json", &json_array(&[s.url("/slow"), s.url("/page/b")]));
+        let f = env.file(
+            "t.json",
+            &json_array(&[s.url("/sleep/60000"), s.url("/page/b")]),
+        );
         let (mut child, id, mut err) = tokio::task::block_in_place(|| start(&env, &f));
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        in_flight(&s, 60000).await;
         sigint(&child);
         // The second only after the first was handled.
         let rest = tokio::task::block_in_place(|| {
@@ -2283,7 +2286,7 @@ mod interrupt {
             err.rest_within(LIMIT)
         });
         let status = tokio::task::block_in_place(|| child.wait_within(LIMIT));
-        // Without the second interrupt it would wait for /slow (5 s), then exit 1.
+        // Without the second interrupt it would wait for the page (60 s), then exit 1.
         assert_eq!(status.code(), Some(130), "{rest}");
         assert!(rest.contains("interrupted"), "{rest}");
     }
