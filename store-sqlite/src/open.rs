@@ -173,6 +173,22 @@ pub(crate) fn inspect(path: &Path) -> Result<(), StoreError> {
     if !meta.is_file() {
         return Err(not_a_file(path, &meta));
     }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let names = meta.nlink();
+        if names > 1 {
+            return Err(StoreError::backend(
+                format!("opening {shown}"),
+                io::Error::other(format!(
+                    "the file has {names} names (hard links): SQLite keeps a store's \
+                     write-ahead log beside the name it is opened by, so after a crash an open \
+                     by another name would miss the writes in that log, and a later open by \
+                     the first would lay that old log over newer pages; give the store one name"
+                )),
+            ));
+        }
+    }
     let len = meta.len();
     if len == 0 {
         return Ok(());
