@@ -472,6 +472,11 @@ fn check_meta(path: &Path, overlay: Overlay, accept: &[&str]) -> Result<Database
     let found = get(VERSION_KEY)?
         .map(|v| String::from_utf8_lossy(&v).into_owned())
         .unwrap_or_default();
+    if found.trim().is_empty() {
+        return Err(not_rota(
+            "rota's meta table holds no schema version, not a rota store".into(),
+        ));
+    }
     if !accept.contains(&found.as_str()) {
         return Err(StoreError::Version {
             found,

@@ -423,6 +423,17 @@ fn a_rota_store_of_another_schema_version_is_refused_unchanged() {
     );
 }
 
+/// A meta table with rota's magic and an empty schema version says so, rather than that it
+/// found version "" (the magic without a version key reads the same).
+#[test]
+fn a_rota_meta_table_without_a_schema_version_is_refused_saying_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    write_meta(&path, b"rota-store-redb", b"");
+    let err = assert_refused_unchanged(&path, is_corrupt);
+    assert!(err.to_string().contains("holds no schema version"), "{err}");
+}
+
 #[test]
 fn a_meta_table_without_rotas_magic_is_refused_unchanged() {
     let dir = tempfile::tempdir().unwrap();
