@@ -106,6 +106,7 @@ macro_rules! runner_tests {
                 one_worker_alternates_the_targets_of_live_jobs,
                 a_job_is_queued_until_reached_and_running_from_its_first_target,
                 each_job_is_serial_while_two_workers_run_two_jobs_at_once,
+                a_jobs_next_target_waits_for_the_previous_ones_write_with_a_worker_free,
                 workers_clamp_to_two,
                 a_runner_whose_config_fields_are_zero_runs_on_the_defaults,
                 a_busy_target_goes_back_to_pending_and_is_retried,
@@ -790,9 +791,9 @@ impl tracing::Subscriber for Silent {
 
 /// A [`BatchStore`] over a shared `Arc<dyn BatchStore>` that records every final target write
 /// the wrapped store accepted (so a fault test can check none was lost), and can hold its
-/// `set_status` and `admit` calls (a store whose writes suspend), or act out a bug in `admit`,
-/// `touch` and `evict` ([`Shared::misbehave`]). Put it under a [`FaultyStore`] to record only
-/// the writes that got past the faults.
+/// `set_status`, `admit` and `finish_target` calls (a store whose writes suspend), or act out
+/// a bug in `admit`, `touch` and `evict` ([`Shared::misbehave`]). Put it under a
+/// [`FaultyStore`] to record only the writes that got past the faults.
 pub struct Shared {
     inner: Arc<dyn BatchStore>,
     accepted: Mutex<Vec<(String, usize, TargetWrite)>>,
@@ -802,6 +803,7 @@ pub struct Shared {
     misbehaving: AtomicU8,
     status_gate: Gate,
     admit_gate: Gate,
+    finish_gate: Gate,
 }
 
 /// A bug a [`Shared`] store acts out (see [`Shared::misbehave`]): panics of a store written by
@@ -899,6 +901,7 @@ impl Shared {
             misbehaving: AtomicU8::new(Misbehave::Not as u8),
             status_gate: Gate::default(),
             admit_gate: Gate::default(),
+            finish_gate: Gate::default(),
         }
     }
 
@@ -932,6 +935,22 @@ impl Shared {
     /// Waits (up to 10 s) until `n` set_status calls are held.
     pub async fn statuses_held(&self, n: usize) -> TestResult {
         self.status_gate.held(n, "set_status").await
+    }
+
+    /// From now on, a `finish_target` call waits (suspended, before it reaches the wrapped
+    /// store) until [`release_finish_target`](Self::release_finish_target).
+    pub fn hold_finish_target(&self) {
+        self.finish_gate.hold();
+    }
+
+    /// Lets the held `finish_target` calls (and every later one) go on.
+    pub fn release_finish_target(&self) {
+        self.finish_gate.release();
+    }
+
+    /// How many `finish_target` calls are held now.
+    pub fn finishes_held(&self) -> usize {
+        self.finish_gate.waiting.load(Ordering::SeqCst)
     }
 
     /// From now on, acts out `bug` ([`Misbehave::Not`]: none).
@@ -1004,6 +1023,7 @@ impl BatchStore for Shared {
         now: i64,
         finish: Option<JobStatus>,
     ) -> Result<bool, StoreError> {
+        self.finish_gate.pass().await;
         let r = self.inner.finish_target(id, idx, write, now, finish).await;
         if matches!(r, Ok(true))
             && matches!(write, TargetWrite::Done { .. } | TargetWrite::Failed { .. })
@@ -1946,6 +1966,54 @@ pub async fn each_job_is_serial_while_two_workers_run_two_jobs_at_once(
                 .collect::<Vec<_>>()
         );
     }
+    r.close().await
+}
+
+/// A job's target `i + 1` does not start while target `i`'s outcome is being stored, even
+/// with a worker idle to take it (SPEC §4: "target i+1 never starts before i is stored"). Two
+/// workers, one job of three targets: a0's `finish_target` is held in the store, and for
+/// 200 ms nothing else is fetched (a0 still `running` in the store); once the write is let go,
+/// a1 starts, and the job ends `done` in order.
+pub async fn a_jobs_next_target_waits_for_the_previous_ones_write_with_a_worker_free(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let shared = Arc::new(Shared::new(store));
+    let cfg = Config {
+        workers: 2,
+        ..config()
+    };
+    let r = rig(shared.clone(), Probe::new(), cfg).await?;
+    shared.hold_finish_target();
+    let a = r.submit("alice", "a", 3).await?;
+    until("a0's write is held", || shared.finishes_held() >= 1).await?;
+    // A bounded wait, only to show that a1 does NOT start while a0's write is held (the other
+    // worker is idle): a correct runner cannot fail it.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        r.probe.started(),
+        [url("a", 0)],
+        "a1 started while a0's outcome was still being stored"
+    );
+    assert_eq!(shared.finishes_held(), 1, "only a0's write is held");
+    assert_eq!(
+        states(&r.view(&a).await?),
+        [
+            TargetState::Running,
+            TargetState::Pending,
+            TargetState::Pending
+        ],
+        "a0's write is held before it reaches the store"
+    );
+    shared.release_finish_target();
+    r.started(&url("a", 1), 1).await?;
+    let v = r.terminal(&a).await?;
+    assert_eq!(v.job.status, JobStatus::Done);
+    assert_eq!(r.probe.started(), [url("a", 0), url("a", 1), url("a", 2)]);
+    assert_eq!(
+        r.probe.max_per_job(),
+        1,
+        "never two targets of one job in flight"
+    );
     r.close().await
 }
 
