@@ -551,3 +551,94 @@ fn a_capture_sees_a_record_first_reached_on_a_thread_without_one() -> TestResult
     );
     Ok(())
 }
+
+/// Idle workers never poll (SPEC §4), on tokio's paused clock: a runner with nothing at all to
+/// do, and then one whose only target is due again in an hour, each idles through 10 minutes of
+/// virtual time, and in that time its store gets no call (counted by a wrapper that sees every
+/// `BatchStore` call, reads included), the target is not fetched again, and the runtime's one
+/// thread parks no more often than it does for the same sleep with no runner at all (give or
+/// take 2: where a sleep falls on tokio's timer wheel moves its count by a step or two).
+///
+/// What can be seen: a worker that wakes on a timer and only asks its machine for work again
+/// calls no store method and no hook, so no wrapper sees it. The park count does: on the paused
+/// clock time moves only while the thread parks, so each timer wake-up is a park of its own,
+/// and a poll of a period well under 10 minutes (250 ms: thousands; 60 s: tens) is far over
+/// the bound, at once and on any machine. The store count catches a poll that reads the
+/// store. (A poll of a period near or over 10 minutes would go unseen.)
+#[tokio::test(start_paused = true)]
+async fn idle_workers_sleep_through_ten_virtual_minutes_without_a_wake_up_or_a_store_call()
+-> rota_tests::runner::TestResult {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use rota::{CallerClass, CancellationToken, Config, FetchError, Runner, Target, TargetState};
+    use rota_tests::runner::{caller, faulty, targets, until_status};
+
+    const IDLE: Duration = Duration::from_secs(600);
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let parks_while_idle = || async {
+        let before = metrics.worker_park_count(0);
+        tokio::time::sleep(IDLE).await;
+        metrics.worker_park_count(0) - before
+    };
+    // The most of three: where a sleep falls on the timer wheel's slots moves its count.
+    let mut alone = 0;
+    for _ in 0..3 {
+        alone = alone.max(parks_while_idle().await);
+    }
+
+    let fetched = Arc::new(AtomicUsize::new(0));
+    let fetch = {
+        let fetched = fetched.clone();
+        move |_c: Arc<rota::Caller>, _t: Target, _cancel: CancellationToken| {
+            fetched.fetch_add(1, Ordering::SeqCst);
+            async { Err::<rota::TargetResult, _>(FetchError::RetryLater("busy".into())) }
+        }
+    };
+    let cfg = Config {
+        workers: 2,
+        retry_wait: Duration::from_secs(3600),
+        retry_for: Duration::from_secs(7200),
+        ..Config::default()
+    };
+    let (f, store) = faulty(Arc::new(MemoryStore::new()));
+    let runner = Runner::start(store, fetch, cfg).await?;
+
+    // Nothing to do at all.
+    let calls = f.calls();
+    let parks = parks_while_idle().await;
+    assert_eq!(f.calls(), calls, "store calls with nothing to do");
+    assert!(
+        parks <= alone + 2,
+        "the runtime's thread parked {parks} times in {IDLE:?} of a runner with nothing to do, \
+         {alone} times with no runner"
+    );
+
+    // Only a retry an hour away.
+    let s = runner
+        .submit(caller("alice"), CallerClass::Fleet, targets("a", 1))
+        .await?;
+    // (Pending once fetched: the fetch starts after the target is stored running.)
+    until_status(&runner, &s.id, "is fetched and back to pending", |v| {
+        fetched.load(Ordering::SeqCst) == 1
+            && v.targets
+                .first()
+                .is_some_and(|t| t.status == TargetState::Pending)
+    })
+    .await?;
+    let calls = f.calls();
+    let parks = parks_while_idle().await;
+    assert_eq!(
+        f.calls(),
+        calls,
+        "store calls while the only retry is an hour away"
+    );
+    assert!(
+        parks <= alone + 2,
+        "the runtime's thread parked {parks} times in {IDLE:?} of a runner whose only retry is \
+         an hour away, {alone} times with no runner"
+    );
+    assert_eq!(fetched.load(Ordering::SeqCst), 1, "fetched once, not again");
+    runner.close().await;
+    Ok(())
+}
