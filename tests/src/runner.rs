@@ -3964,8 +3964,12 @@ pub async fn start_fails_leftover_live_jobs_as_interrupted_and_frees_their_caps(
     r.close().await
 }
 
-/// After each created job the runner sweeps: a terminal job whose lease is older than the TTL
-/// is deleted, while a live job whose lease is as old stays and completes.
+/// After each created job the runner sweeps with the configured TTL (SPEC §7: sweep(now,
+/// ttl)): a terminal job whose lease is older than `now - ttl` is deleted, one whose lease is
+/// exactly `now - ttl` is kept, and a live job whose lease is as old stays and completes. With
+/// a TTL of 100 s and the sweep at `T0 + 10_000`: job `d` ended at `T0 + 9_899` (swept), job `y`
+/// at `T0 + 9_900` (kept), job `l` is running since `T0` (kept). A sweep with a shorter TTL
+/// (0, or 99) would delete `y`; one with a longer TTL (101) would keep `d`.
 pub async fn sweep_after_a_submit_deletes_expired_jobs_but_never_a_live_one(
     store: Arc<dyn BatchStore>,
 ) -> TestResult {
@@ -3974,17 +3978,33 @@ pub async fn sweep_after_a_submit_deletes_expired_jobs_but_never_a_live_one(
         ..config()
     };
     let r = rig(store, Probe::new(), cfg).await?;
+    // Submitted at T0 (their sweeps find nothing terminal); one worker takes them in turn.
+    for job in ["d", "y", "l"] {
+        r.probe.hold(&url(job, 0));
+    }
     let d = r.submit("alice", "d", 1).await?;
-    r.terminal(&d).await?;
-    r.probe.hold(&url("l", 0));
+    let y = r.submit("yann", "y", 1).await?;
     let l = r.submit("bob", "l", 2).await?;
+    // Each job's last write (its lease) at the time the test sets.
+    for (job, id, at) in [("d", &d, T0 + 9_899), ("y", &y, T0 + 9_900)] {
+        r.started(&url(job, 0), 1).await?;
+        r.clock.set(at);
+        r.probe.release(&url(job, 0));
+        r.terminal(id).await?;
+        assert_eq!(r.row(id).await?.lease, at, "{job} ended at its time");
+    }
     r.started(&url("l", 0), 1).await?;
     r.clock.set(T0 + 10_000);
     let c = r.submit("carol", "c", 1).await?;
     assert_eq!(
         r.runner.status(&d).await?,
         None,
-        "the expired done job is swept"
+        "the done job whose lease is older than now - ttl is swept"
+    );
+    assert_eq!(
+        r.runner.status(&y).await?.map(|v| v.job.status),
+        Some(JobStatus::Done),
+        "the done job whose lease is now - ttl is kept"
     );
     let vl = r.view(&l).await?;
     assert_eq!(
