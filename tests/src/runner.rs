@@ -2250,36 +2250,56 @@ pub async fn a_busy_target_does_not_hold_up_other_jobs(store: Arc<dyn BatchStore
 }
 
 /// A target that keeps coming back busy for longer than `retry_for` is stored `failed` with
-/// the busy text (no hint); the job goes on with its other targets.
+/// the busy text of its last answer (no hint); the job goes on with its other targets. The
+/// failure is stored no sooner than `retry_for` after the first busy answer: the test measures
+/// from that answer's return (before the runner sees it) to when it sees the failure stored
+/// (after the runner stored it), so a loaded machine only makes the span longer.
 pub async fn a_target_busy_for_longer_than_retry_for_fails_with_the_busy_text(
     store: Arc<dyn BatchStore>,
 ) -> TestResult {
-    const BUSY: &str = "upstream busy, queue full (429)";
-    let probe = Probe::scripted(|url, _| {
+    // Each answer's text is its own, so the stored one shows which answer it came from.
+    fn busy(attempt: usize) -> String {
+        format!("upstream busy, queue full (429), answer {attempt}")
+    }
+    let probe = Probe::scripted(|url, attempt| {
         if url.ends_with("/0") {
-            Act::Fail(FetchError::RetryLater(BUSY.into()))
+            Act::Fail(FetchError::RetryLater(busy(attempt)))
         } else {
             Act::Ok(content_of(url))
         }
     });
+    let retry_for = Duration::from_millis(300);
     let cfg = Config {
         retry_wait: Duration::from_millis(20),
-        retry_for: Duration::from_millis(200),
+        retry_for,
         ..config()
     };
     let r = rig(store, probe, cfg).await?;
     let a = r.submit("alice", "a", 2).await?;
+    until_status(&r.runner, &a, "has a0 stored failed", |v| {
+        states(v).first() == Some(&TargetState::Failed)
+    })
+    .await?;
+    let failed_by = Instant::now();
+    let calls = r.probe.calls();
+    let Some(first_answer) = calls.first().and_then(|c| c.ended) else {
+        panic!("a0's first fetch returned before it was stored failed: {calls:?}");
+    };
+    let span = failed_by.saturating_duration_since(first_answer);
+    assert!(
+        span >= retry_for,
+        "a0 stored failed within {span:?} of its first busy answer, retry_for {retry_for:?}"
+    );
     let v = r.terminal(&a).await?;
     assert_eq!(v.job.status, JobStatus::Partial);
     assert_eq!(states(&v), [TargetState::Failed, TargetState::Done]);
+    let tries = r.probe.attempts(&url("a", 0));
+    assert!(tries >= 2, "tried more than once before giving up");
     let t0 = v.targets.first();
     assert_eq!(
         t0.map(|t| (t.error.as_str(), t.hint.as_str())),
-        Some((BUSY, ""))
-    );
-    assert!(
-        r.probe.attempts(&url("a", 0)) >= 2,
-        "tried more than once before giving up"
+        Some((busy(tries - 1).as_str(), "")),
+        "stored with the text of the last of {tries} busy answers"
     );
     assert_eq!(v.job.targets_done, 2);
     r.close().await
