@@ -642,3 +642,50 @@ async fn idle_workers_sleep_through_ten_virtual_minutes_without_a_wake_up_or_a_s
     runner.close().await;
     Ok(())
 }
+
+/// A job's id is 16 random bytes (SPEC §3), all of them random: over 50 jobs, every byte of
+/// the id (each pair of its 32 hex digits) takes more than one value, and no two ids are the
+/// same. (A random byte is the same in 50 ids with probability 256^-49; an id with only some
+/// bytes random, the rest fixed, fails at once.) The runner makes the id, whatever the store.
+#[tokio::test]
+async fn every_byte_of_a_job_id_is_random() -> TestResult {
+    use std::collections::HashSet;
+
+    use rota::Config;
+    use rota_tests::runner::{Probe, config, rig};
+
+    let cfg = Config {
+        jobs_per_caller: 64,
+        jobs_total: 64,
+        ..config()
+    };
+    let r = rig(Arc::new(MemoryStore::new()), Probe::new(), cfg).await?;
+    let mut ids = Vec::new();
+    for n in 0..50 {
+        ids.push(r.submit("alice", &format!("j{n}"), 1).await?);
+    }
+    r.close().await?;
+    for id in &ids {
+        assert!(
+            id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')),
+            "id {id:?} is not 32 lowercase hex digits"
+        );
+    }
+    assert_eq!(
+        ids.iter().collect::<HashSet<_>>().len(),
+        ids.len(),
+        "{ids:?}"
+    );
+    for byte in 0..16 {
+        let values: HashSet<&str> = ids
+            .iter()
+            .filter_map(|id| id.get(2 * byte..2 * byte + 2))
+            .collect();
+        assert!(
+            values.len() > 1,
+            "byte {byte} of the id is {values:?} in all of {} ids: {ids:?}",
+            ids.len()
+        );
+    }
+    Ok(())
+}
