@@ -44,7 +44,8 @@ impl RedbStore {
     ///
     /// A new store is built in a temporary file beside `path` (beside where it leads, if it is
     /// a symbolic link to nothing yet) and linked into place only once its meta table is
-    /// durable, so a crash never leaves a half-made store at `path`. An
+    /// durable, so a crash never leaves a half-made store at `path` (the temporary file such a
+    /// crash leaves, `.NAME.rota-new-…`, a later open removes once it is a minute old). An
     /// existing file is checked before redb opens it for writing (which would change it): its
     /// first bytes must be redb's magic, and then it is opened through a copy-on-write view
     /// (reads from the file, writes to memory) with redb's full integrity check, which also
@@ -66,6 +67,7 @@ impl RedbStore {
         if let Some(id) = identity(path) {
             claim.add(id);
         }
+        remove_stale_temps(&fs::canonicalize(path).unwrap_or_else(|_| path.to_owned()));
         drop(inspect(path, &[VERSION]).map_err(held_by_another(path))?);
         let db = open_db(path).map_err(held_by_another(path))?;
         let mut store = RedbStore::from_db(db, &opts)?;
@@ -279,6 +281,47 @@ fn create(path: &Path) -> Result<(), StoreError> {
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+/// How old a temporary file of [`create`] must be before an open takes it for one a crash left
+/// behind: a store is made in milliseconds.
+const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Removes the temporary files [`create`] made beside `path` that a crash left behind (a
+/// process killed between making one and removing it): those of `path`'s name, older than
+/// [`STALE_AFTER`], that nothing holds (redb locks the file a store is built in, and an open
+/// store's file, which a temporary file linked into place and not yet removed is a name of).
+/// Best effort: a file it cannot judge or remove is left as it is.
+fn remove_stale_temps(path: &Path) {
+    let Some(name) = path.file_name() else {
+        return;
+    };
+    let prefix = format!(".{}.rota-new-", name.to_string_lossy());
+    let Ok(entries) = fs::read_dir(dir_of(path)) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with(&prefix) {
+            continue;
+        }
+        let stale = entry
+            .metadata()
+            .ok()
+            .filter(fs::Metadata::is_file)
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age >= STALE_AFTER);
+        if !stale {
+            continue;
+        }
+        let temp = entry.path();
+        let Ok(file) = OpenOptions::new().read(true).write(true).open(&temp) else {
+            continue;
+        };
+        if file.try_lock().is_ok() {
+            let _ = fs::remove_file(&temp);
+        }
+    }
 }
 
 /// Whether `path`, a symbolic link, leads to nothing (no file, directory or anything else).

@@ -278,6 +278,40 @@ async fn a_chain_of_links_to_nothing_yet_makes_the_store_at_its_end() {
     );
 }
 
+/// The temporary files a store's creation leaves when a crash cuts it short are removed by a
+/// later open of that store: those over a minute old that nothing holds, of that store's name.
+#[test]
+fn an_open_removes_the_stale_temporary_files_of_a_creation_a_crash_cut_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    let name = path.file_name().unwrap().to_string_lossy().into_owned();
+    let temp = |tail: &str| dir.path().join(format!(".{name}.rota-new-{tail}"));
+    let aged = |p: &Path| {
+        let f = fs::File::create(p).unwrap();
+        f.set_len(4096).unwrap();
+        f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(120))
+            .unwrap();
+    };
+    let (stale, fresh, held) = (temp("1-2"), temp("1-3"), temp("1-4"));
+    let other = dir.path().join(".other.redb.rota-new-1-5");
+    aged(&stale);
+    fs::write(&fresh, b"being made").unwrap();
+    aged(&held);
+    aged(&other);
+    // Held as redb holds the file it builds a store in.
+    let holder = fs::OpenOptions::new().write(true).open(&held).unwrap();
+    holder.lock().unwrap();
+    drop(RedbStore::open(&path).unwrap());
+    assert!(!stale.exists(), "a stale temporary file is left");
+    for kept in [&fresh, &held, &other] {
+        assert!(kept.exists(), "{kept:?} was removed");
+    }
+    drop(holder);
+    drop(RedbStore::open(&path).unwrap());
+    assert!(!held.exists(), "let go of, it is stale");
+    assert!(fresh.exists() && other.exists());
+}
+
 #[test]
 fn a_second_open_fails_in_use_until_the_first_is_dropped() {
     let dir = tempfile::tempdir().unwrap();
