@@ -38,6 +38,7 @@ fn claimed() -> std::sync::MutexGuard<'static, BTreeSet<FileKey>> {
 
 /// A claim on one file, under one or more keys; dropping it lets the file go.
 #[derive(Debug)]
+#[must_use = "the file is let go of as soon as its claim is dropped"]
 pub struct FileClaim(Vec<FileKey>);
 
 impl FileClaim {

@@ -64,8 +64,12 @@ impl RedbStore {
             }
             Ok(m) => a_file(path, &m)?,
         }
-        if let Some(id) = identity(path) {
-            claim.add(id);
+        // Its inode claimed too, now that the file exists: a claim of it by another name (a store
+        // of this process opened a link to this new file meanwhile) is a second open.
+        if let Some(id) = identity(path)
+            && !claim.add(id)
+        {
+            return Err(already_open(path));
         }
         remove_stale_temps(&fs::canonicalize(path).unwrap_or_else(|_| path.to_owned()));
         drop(inspect(path, &[VERSION]).map_err(held_by_another(path))?);
@@ -137,13 +141,16 @@ fn claim(path: &Path) -> Result<FileClaim, StoreError> {
     let keys = std::iter::once(FileKey::Path(canonical(path)))
         .chain(identity(path))
         .collect();
-    FileClaim::take(keys).ok_or_else(|| {
-        StoreError::InUse(format!(
-            "{}: already open by another store in this process (a store has one owner at a \
-             time); drop it first",
-            path.display()
-        ))
-    })
+    FileClaim::take(keys).ok_or_else(|| already_open(path))
+}
+
+/// The refusal of `path`, claimed in this process already.
+fn already_open(path: &Path) -> StoreError {
+    StoreError::InUse(format!(
+        "{}: already open by another store in this process (a store has one owner at a \
+         time); drop it first",
+        path.display()
+    ))
 }
 
 /// The device and inode of the file at `path` (symlinks followed), if it exists. `stat` opens
@@ -519,6 +526,19 @@ fn check_meta(path: &Path, overlay: Overlay, accept: &[&str]) -> Result<Database
         return Err(not_rota(
             "rota's meta table holds no schema version, not a rota store".into(),
         ));
+    }
+    // Shown in the error only if it reads as a version: a damaged file could hold anything
+    // there, and the message may be logged.
+    let plain = found.len() <= 16
+        && found
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_');
+    if !plain {
+        return Err(not_rota(format!(
+            "rota's meta table holds no valid schema version (a value of {} bytes), not a \
+             rota store",
+            found.len()
+        )));
     }
     if !accept.contains(&found.as_str()) {
         return Err(StoreError::Version {

@@ -466,6 +466,13 @@ fn a_rota_meta_table_without_a_schema_version_is_refused_saying_so() {
     write_meta(&path, b"rota-store-redb", b"");
     let err = assert_refused_unchanged(&path, is_corrupt);
     assert!(err.to_string().contains("holds no schema version"), "{err}");
+    // Nor is a value that is no version shown: a damaged file could hold a URL there.
+    fs::remove_file(&path).unwrap();
+    write_meta(&path, b"rota-store-redb", b"https://secret.example/x");
+    let err = assert_refused_unchanged(&path, is_corrupt);
+    let shown = err.to_string();
+    assert!(shown.contains("no valid schema version"), "{shown}");
+    assert!(!shown.contains("secret"), "{shown}");
 }
 
 #[test]

@@ -236,13 +236,17 @@ pub(crate) fn inspect(path: &Path) -> Result<(), StoreError> {
     }
     // With a WAL beside the file, pages may legitimately live only in the WAL (and a checkpoint
     // cut short by a crash may have written the header before the pages), so the size is
-    // checked only when there is none: then the file alone is the database. Nor with a
-    // rollback journal beside it: a rota store has one only while its first commit, which
-    // creates the schema, is under way (it is switched to WAL after), and a crash in that
-    // commit leaves the header written (page 1 goes first) and the pages after it not all;
-    // SQLite rolls the file back to what the journal holds (no pages: a new store).
+    // checked only when there is none: then the file alone is the database. Nor while the
+    // store's first commit, which creates the schema, may have been cut short: its header still
+    // says rollback-journal mode (bytes 18 and 19 are 1; a store is switched to WAL, 2, right
+    // after), and SQLite's rollback journal is beside it. A crash in that commit leaves the
+    // header written (page 1 goes first) and the pages after it not all; SQLite rolls the file
+    // back to what the journal holds (no pages: a new store). A store in WAL mode with a
+    // journal beside it is checked as any other.
     let pages = u64::from(be32(&head, 28));
-    if !sidecar(path, "-wal").exists() && !sidecar(path, "-journal").exists() {
+    let first_commit_cut_short =
+        head.get(18..20) == Some(&[1, 1][..]) && sidecar(path, "-journal").exists();
+    if !sidecar(path, "-wal").exists() && !first_commit_cut_short {
         let want = pages.saturating_mul(page_size);
         if len < want {
             return Err(StoreError::Corrupt(format!(

@@ -64,7 +64,18 @@ pub struct SqliteOptions {
 ///   program's database, a SQLite database with no rota schema, a truncated store; a
 ///   directory, FIFO or device, refused before it is opened) fails with
 ///   [`StoreError::Corrupt`], one of another schema version with [`StoreError::Version`], and
-///   the file is left byte for byte as it was. A missing or 0-byte file is a new store.
+///   the file is left byte for byte as it was. A missing or 0-byte file is a new store, and so
+///   is a new store whose first commit a crash cut short (a file shorter than its header says,
+///   still in rollback-journal mode, SQLite's journal beside it: SQLite rolls it back).
+/// - **One name.** A store file with more than one name (hard links: `cp -al`, `rsync
+///   --link-dest` snapshots make them) fails with [`StoreError::Backend`] saying so, unchanged:
+///   SQLite keeps the write-ahead log beside the name it opened, so after a crash an open by
+///   another name would miss that log's writes, and a later open by the first name would lay
+///   the old log over newer pages. Move a store with its `-wal` file, if one is beside it.
+/// - **Other stores of this process.** The file is claimed in [`rota_core::claims`] before it
+///   is read, so a store of another kind in this process (a redb open of this file) is refused
+///   with [`StoreError::InUse`] before it opens a descriptor of the file, whose closing would
+///   drop this store's lock.
 /// - **A value of 1 GB or more is refused.** SQLite stores no string of 1 000 000 000 bytes or
 ///   more (its compile-time `SQLITE_MAX_LENGTH`, which a connection can lower but not raise):
 ///   an admit with such a url or options, or a `finish_target` with such a result, fails

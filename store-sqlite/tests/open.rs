@@ -470,6 +470,17 @@ async fn a_new_store_whose_first_commit_was_cut_short_opens_as_new() {
         assert!(!Path::new(&hot).exists(), "the journal was rolled back");
         fs::remove_file(&path).unwrap();
     }
+    // A store in WAL mode (every store past its first commit) cut short is refused as
+    // truncated, unchanged, journal or not: rolled back, it would open empty, its jobs gone.
+    make_store(&path).await;
+    let whole = fs::read(&path).unwrap();
+    assert_eq!(whole[18..20], [2, 2], "a store is in WAL mode");
+    fs::write(&path, &whole[..page_size as usize]).unwrap();
+    fs::write(&hot, &journal).unwrap();
+    let err = refused(&path);
+    assert!(err.to_string().contains("truncated"), "{err}");
+    assert_eq!(fs::read(&path).unwrap(), &whole[..page_size as usize]);
+    assert_eq!(fs::read(&hot).unwrap(), journal, "the journal changed");
 }
 
 /// The refusal of a SQLite file with rota's marks and what `ddl` makes.
