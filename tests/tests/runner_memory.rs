@@ -473,23 +473,51 @@ async fn a_target_busy_for_longer_than_retry_for_fails_at_its_first_answer_past_
 #[tokio::test(flavor = "current_thread")]
 async fn idle_workers_sleep_until_the_next_retry_without_waking() -> rota_tests::runner::TestResult
 {
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
+    const IDLE: Duration = Duration::from_millis(300);
+    let alone = parks_alone(IDLE).await;
+    let (runner, fetched) = busy_runner(Arc::new(MemoryStore::new())).await?;
+    retry_an_hour_away(&runner, &fetched).await?;
+    let parks = parks_while_idle(IDLE).await;
+    assert!(
+        parks <= alone + 2,
+        "the runtime's thread parked {parks} times in 300 ms of idle workers, {alone} times \
+         with no runner"
+    );
+    assert_eq!(fetched.load(Ordering::SeqCst), 1, "fetched once, not again");
+    runner.close().await;
+    Ok(())
+}
+
+/// How many times the test's one runtime thread parks while the test sleeps for `idle`.
+async fn parks_while_idle(idle: std::time::Duration) -> u64 {
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let before = metrics.worker_park_count(0);
+    tokio::time::sleep(idle).await;
+    metrics.worker_park_count(0) - before
+}
+
+/// [`parks_while_idle`] with nothing else running: the most of three, as where a sleep falls on
+/// the timer wheel's slots moves its count.
+async fn parks_alone(idle: std::time::Duration) -> u64 {
+    let mut alone = 0;
+    for _ in 0..3 {
+        alone = alone.max(parks_while_idle(idle).await);
+    }
+    alone
+}
+
+/// A runner of two workers on `store` whose every fetch answers busy, to be tried again in an
+/// hour; and the count of its fetches.
+async fn busy_runner(
+    store: Arc<dyn rota::BatchStore>,
+) -> rota_tests::runner::Res<(rota::Runner, Arc<std::sync::atomic::AtomicUsize>)> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
-    use rota::{CallerClass, CancellationToken, Config, FetchError, Runner, Target, TargetState};
-    use rota_tests::runner::{caller, targets, until_status};
-
-    let metrics = tokio::runtime::Handle::current().metrics();
-    let parks_in_300ms = || async {
-        let before = metrics.worker_park_count(0);
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        metrics.worker_park_count(0) - before
-    };
-    // The most of three: where a sleep falls on the timer wheel's slots moves its count.
-    let mut alone = 0;
-    for _ in 0..3 {
-        alone = alone.max(parks_in_300ms().await);
-    }
+    use rota::{CancellationToken, Config, FetchError, Runner, Target};
     let fetched = Arc::new(AtomicUsize::new(0));
     let fetch = {
         let fetched = fetched.clone();
@@ -504,25 +532,31 @@ async fn idle_workers_sleep_until_the_next_retry_without_waking() -> rota_tests:
         retry_for: Duration::from_secs(7200),
         ..Config::default()
     };
-    let runner = Runner::start(Arc::new(MemoryStore::new()), fetch, cfg).await?;
+    Ok((Runner::start(store, fetch, cfg).await?, fetched))
+}
+
+/// Submits a job of one target to a [`busy_runner`] and waits until that target has been
+/// fetched once and is back to pending, due again in an hour.
+async fn retry_an_hour_away(
+    runner: &rota::Runner,
+    fetched: &std::sync::atomic::AtomicUsize,
+) -> TestResult {
+    use std::sync::atomic::Ordering;
+
+    use rota::{CallerClass, TargetState};
+    use rota_tests::runner::{caller, targets, until_status};
     let s = runner
         .submit(caller("alice"), CallerClass::Fleet, targets("a", 1))
         .await?;
-    until_status(&runner, &s.id, "is back to pending", |v| {
-        v.targets
-            .first()
-            .is_some_and(|t| t.status == TargetState::Pending)
+    // (Pending once fetched: the fetch starts after the target is stored running.)
+    until_status(runner, &s.id, "is fetched and back to pending", |v| {
+        fetched.load(Ordering::SeqCst) == 1
+            && v.targets
+                .first()
+                .is_some_and(|t| t.status == TargetState::Pending)
     })
-    .await?;
-    let parks = parks_in_300ms().await;
-    assert!(
-        parks <= alone + 2,
-        "the runtime's thread parked {parks} times in 300 ms of idle workers, {alone} times \
-         with no runner"
-    );
-    assert_eq!(fetched.load(Ordering::SeqCst), 1, "fetched once, not again");
-    runner.close().await;
-    Ok(())
+    .await
+    .map(drop)
 }
 
 /// A [`LogCapture`](rota_tests::runner::LogCapture) sees a record whose callsite was first
@@ -568,45 +602,19 @@ fn a_capture_sees_a_record_first_reached_on_a_thread_without_one() -> TestResult
 #[tokio::test(start_paused = true)]
 async fn idle_workers_sleep_through_ten_virtual_minutes_without_a_wake_up_or_a_store_call()
 -> rota_tests::runner::TestResult {
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::Ordering;
     use std::time::Duration;
 
-    use rota::{CallerClass, CancellationToken, Config, FetchError, Runner, Target, TargetState};
-    use rota_tests::runner::{caller, faulty, targets, until_status};
+    use rota_tests::runner::faulty;
 
     const IDLE: Duration = Duration::from_secs(600);
-    let metrics = tokio::runtime::Handle::current().metrics();
-    let parks_while_idle = || async {
-        let before = metrics.worker_park_count(0);
-        tokio::time::sleep(IDLE).await;
-        metrics.worker_park_count(0) - before
-    };
-    // The most of three: where a sleep falls on the timer wheel's slots moves its count.
-    let mut alone = 0;
-    for _ in 0..3 {
-        alone = alone.max(parks_while_idle().await);
-    }
-
-    let fetched = Arc::new(AtomicUsize::new(0));
-    let fetch = {
-        let fetched = fetched.clone();
-        move |_c: Arc<rota::Caller>, _t: Target, _cancel: CancellationToken| {
-            fetched.fetch_add(1, Ordering::SeqCst);
-            async { Err::<rota::TargetResult, _>(FetchError::RetryLater("busy".into())) }
-        }
-    };
-    let cfg = Config {
-        workers: 2,
-        retry_wait: Duration::from_secs(3600),
-        retry_for: Duration::from_secs(7200),
-        ..Config::default()
-    };
+    let alone = parks_alone(IDLE).await;
     let (f, store) = faulty(Arc::new(MemoryStore::new()));
-    let runner = Runner::start(store, fetch, cfg).await?;
+    let (runner, fetched) = busy_runner(store).await?;
 
     // Nothing to do at all.
     let calls = f.calls();
-    let parks = parks_while_idle().await;
+    let parks = parks_while_idle(IDLE).await;
     assert_eq!(f.calls(), calls, "store calls with nothing to do");
     assert!(
         parks <= alone + 2,
@@ -615,19 +623,9 @@ async fn idle_workers_sleep_through_ten_virtual_minutes_without_a_wake_up_or_a_s
     );
 
     // Only a retry an hour away.
-    let s = runner
-        .submit(caller("alice"), CallerClass::Fleet, targets("a", 1))
-        .await?;
-    // (Pending once fetched: the fetch starts after the target is stored running.)
-    until_status(&runner, &s.id, "is fetched and back to pending", |v| {
-        fetched.load(Ordering::SeqCst) == 1
-            && v.targets
-                .first()
-                .is_some_and(|t| t.status == TargetState::Pending)
-    })
-    .await?;
+    retry_an_hour_away(&runner, &fetched).await?;
     let calls = f.calls();
-    let parks = parks_while_idle().await;
+    let parks = parks_while_idle(IDLE).await;
     assert_eq!(
         f.calls(),
         calls,
