@@ -98,3 +98,60 @@ async fn a_sqlite_open_of_a_redb_stores_file_is_refused_in_use() {
         Err(StoreError::Corrupt(_))
     ));
 }
+
+/// Threads of this process racing to open one path, half as SQLite and half as redb, each
+/// holding what it opened until all have tried: never two open at once, and every other
+/// attempt is refused as in use, or as a file of the other kind (once the file exists).
+#[test]
+fn threads_racing_to_open_one_path_as_either_kind_get_one_store_at_most() {
+    use std::sync::{Arc, Barrier};
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut opened_any = 0;
+    for round in 0..20 {
+        // A new file in half the rounds, the one the last round made in the others.
+        let path = Arc::new(dir.path().join(format!("race-{}", round / 2)));
+        const THREADS: usize = 6;
+        let gate = Arc::new(Barrier::new(THREADS));
+        let held = Arc::new(Barrier::new(THREADS));
+        let results: Vec<Result<&str, StoreError>> = (0..THREADS)
+            .map(|t| {
+                let (path, gate, held) = (path.clone(), gate.clone(), held.clone());
+                std::thread::spawn(move || {
+                    gate.wait();
+                    let store: Result<Box<dyn BatchStore>, StoreError> = if t % 2 == 0 {
+                        SqliteStore::open(&*path).map(|s| Box::new(s) as Box<dyn BatchStore>)
+                    } else {
+                        RedbStore::open(&*path).map(|s| Box::new(s) as Box<dyn BatchStore>)
+                    };
+                    let kind = if t % 2 == 0 { "sqlite" } else { "redb" };
+                    // Held until every thread has tried.
+                    held.wait();
+                    store.map(|_| kind)
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .collect();
+        let opened: Vec<&str> = results
+            .iter()
+            .filter_map(|r| r.as_ref().ok().copied())
+            .collect();
+        assert!(opened.len() <= 1, "round {round}: {results:?}");
+        opened_any += opened.len();
+        for r in &results {
+            assert!(
+                matches!(
+                    r,
+                    Ok(_) | Err(StoreError::InUse(_) | StoreError::Corrupt(_))
+                ),
+                "round {round}: {r:?}"
+            );
+        }
+    }
+    assert!(
+        opened_any >= 10,
+        "only {opened_any} rounds of 20 opened a store"
+    );
+}
