@@ -40,19 +40,16 @@ pub(crate) struct Queued<O> {
     pub(crate) op: O,
     /// The thread that queued it.
     thread: ThreadId,
-    /// Whether it is committed durably: a batch holding it is worth delaying for company.
-    gather: bool,
 }
 
 #[cfg(test)]
 impl<O> Queued<O> {
-    /// `op` as queued by this thread, worth gathering for.
+    /// `op` as queued by this thread.
     pub(crate) fn new(ticket: u64, op: O) -> Self {
         Queued {
             ticket,
             op,
             thread: thread::current().id(),
-            gather: true,
         }
     }
 }
@@ -147,10 +144,8 @@ impl<O> Combiner<O> {
     }
 
     /// Runs `op` through `exec`, alone or in one batch with other threads' operations, and
-    /// returns its result. Blocks until the batch that holds `op` has been committed. `gather`:
-    /// whether `op` is committed durably, so that a batch holding it is worth delaying for
-    /// company (see the module's docs).
-    pub(crate) fn run(&self, op: O, gather: bool, exec: Exec<'_, O>) -> Result<(), StoreError> {
+    /// returns its result. Blocks until the batch that holds `op` has been committed.
+    pub(crate) fn run(&self, op: O, exec: Exec<'_, O>) -> Result<(), StoreError> {
         let me = thread::current().id();
         let mut st = self.lock();
         let ticket = st.next_ticket;
@@ -159,7 +154,6 @@ impl<O> Combiner<O> {
             ticket,
             op,
             thread: me,
-            gather,
         });
         if st.gathering {
             self.arrived.notify_all();
@@ -183,8 +177,7 @@ impl<O> Combiner<O> {
     }
 
     /// The leader's work: its own operation is queued, and is committed with all that is
-    /// queued when it ends. A durable batch first waits for company
-    /// ([`company`](Self::company)).
+    /// queued when it ends, after a wait for company ([`company`](Self::company)).
     fn lead<'a>(
         &'a self,
         mut st: MutexGuard<'a, State<O>>,
@@ -207,24 +200,22 @@ impl<O> Combiner<O> {
                 continue;
             }
             let batch = std::mem::take(&mut st.pending);
-            // The writers to expect back are those of the last durable commit: a commit that
-            // needs no fsync is not worth gathering for.
-            let threads: Vec<ThreadId> = threads_of(batch.iter().filter(|q| q.gather));
+            // The writers to expect back are those of this commit.
+            let threads = threads_of(&batch);
             st = self.commit(st, batch, exec);
-            if !threads.is_empty() {
-                let now = Instant::now();
-                st.last = threads.into_iter().map(|t| (t, now)).collect();
-            }
+            let now = Instant::now();
+            st.last = threads.into_iter().map(|t| (t, now)).collect();
             return st;
         }
     }
 
     /// How long the leader is to wait for company before committing what is queued, if at
-    /// all: while it holds a durable operation, and a thread of the last durable commit, other
-    /// than the leader, has nothing queued and was acknowledged less than `wait` ago (it is
-    /// likely preparing its next write; one acknowledged longer ago is busy elsewhere).
+    /// all: while a thread of the last commit, other than the leader, has nothing queued and
+    /// was acknowledged less than `wait` ago (it is likely preparing its next write; one
+    /// acknowledged longer ago is busy elsewhere). Never with a `wait` of zero (a store whose
+    /// commits need no fsync).
     fn company(&self, st: &State<O>, me: ThreadId) -> Option<Duration> {
-        if self.wait.is_zero() || !st.pending.iter().any(|q| q.gather) {
+        if self.wait.is_zero() {
             return None;
         }
         let now = Instant::now();
@@ -332,9 +323,9 @@ mod tests {
     fn an_uncontended_op_runs_alone_and_gets_its_result() {
         let c = Combiner::default();
         let log = Log::default();
-        assert!(c.run(1, true, &|b| log.exec(b)).is_ok());
+        assert!(c.run(1, &|b| log.exec(b)).is_ok());
         assert!(matches!(
-            c.run(13, true, &|b| log.exec(b)),
+            c.run(13, &|b| log.exec(b)),
             Err(StoreError::Conflict(_))
         ));
         assert_eq!(*log.batches.lock().unwrap(), vec![vec![1], vec![13]]);
@@ -347,7 +338,7 @@ mod tests {
         log.hold.store(true, Ordering::SeqCst);
         let spawn = |op: u32| {
             let (c, log) = (c.clone(), log.clone());
-            std::thread::spawn(move || c.run(op, true, &|b| log.exec(b)))
+            std::thread::spawn(move || c.run(op, &|b| log.exec(b)))
         };
         let leader = spawn(1);
         // The leader has taken its op out of the queue and is "committing".
@@ -373,20 +364,20 @@ mod tests {
     fn a_panicking_batch_fails_its_ops_and_the_queue_goes_on() {
         let c = Combiner::default();
         let log = Log::default();
-        let r = c.run(99, true, &|b| log.exec(b));
+        let r = c.run(99, &|b| log.exec(b));
         assert!(matches!(r, Err(StoreError::Backend { .. })), "{r:?}");
         assert!(!c.lock().leading);
-        assert!(c.run(2, true, &|b| log.exec(b)).is_ok());
+        assert!(c.run(2, &|b| log.exec(b)).is_ok());
     }
 
     /// Where the result of an op run on another thread arrives.
     type Outcome = std::sync::mpsc::Receiver<Result<(), StoreError>>;
 
     /// Runs `op` on a new thread; its result comes through the returned channel.
-    fn spawn_run(c: &Arc<Combiner<u32>>, log: &Arc<Log>, op: u32, gather: bool) -> Outcome {
+    fn spawn_run(c: &Arc<Combiner<u32>>, log: &Arc<Log>, op: u32) -> Outcome {
         let (c, log) = (c.clone(), log.clone());
         let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || tx.send(c.run(op, gather, &|b| log.exec(b))));
+        std::thread::spawn(move || tx.send(c.run(op, &|b| log.exec(b))));
         rx
     }
 
@@ -394,10 +385,10 @@ mod tests {
     /// `Instant` (which must not panic).
     const LONG: Duration = Duration::MAX;
 
-    /// `threads` threads each run 200 numbered ops (every other one durable when `alternate`,
-    /// each followed by a failing op 13 when `conflicts`): every numbered op runs exactly once,
-    /// each caller gets its own result, and the queue is left empty.
-    fn many_threads(c: Combiner<u32>, threads: u32, alternate: bool, conflicts: bool) {
+    /// `threads` threads each run 200 numbered ops (each followed by a failing op 13 when
+    /// `conflicts`): every numbered op runs exactly once, each caller gets its own result, and
+    /// the queue is left empty.
+    fn many_threads(c: Combiner<u32>, threads: u32, conflicts: bool) {
         let c = Arc::new(c);
         let log = Arc::new(Log::default());
         let handles: Vec<_> = (0..threads)
@@ -406,10 +397,9 @@ mod tests {
                 std::thread::spawn(move || {
                     for i in 0..200u32 {
                         let op = 1000 + t * 1000 + i;
-                        let gather = !alternate || i % 2 == 0;
-                        c.run(op, gather, &|b| log.exec(b)).unwrap();
+                        c.run(op, &|b| log.exec(b)).unwrap();
                         if conflicts {
-                            let r = c.run(13, true, &|b| log.exec(b));
+                            let r = c.run(13, &|b| log.exec(b));
                             assert!(matches!(r, Err(StoreError::Conflict(_))), "{r:?}");
                         }
                     }
@@ -439,7 +429,7 @@ mod tests {
 
     #[test]
     fn many_threads_each_get_their_own_results() {
-        many_threads(Combiner::default(), 8, false, true);
+        many_threads(Combiner::default(), 8, true);
     }
 
     /// This thread writes op 1 durably; then another thread's durable op 2 leads and waits (for
@@ -447,8 +437,8 @@ mod tests {
     fn a_leader_waiting_for_this_thread() -> (Arc<Combiner<u32>>, Arc<Log>, Outcome) {
         let c = Arc::new(Combiner::new(LONG));
         let log = Arc::new(Log::default());
-        assert!(c.run(1, true, &|b| log.exec(b)).is_ok());
-        let other = spawn_run(&c, &log, 2, true);
+        assert!(c.run(1, &|b| log.exec(b)).is_ok());
+        let other = spawn_run(&c, &log, 2);
         until(|| c.lock().gathering);
         (c, log, other)
     }
@@ -457,7 +447,7 @@ mod tests {
     fn a_durable_commit_waits_for_the_thread_of_the_last_batch_and_shares_its_commit() {
         let (c, log, other) = a_leader_waiting_for_this_thread();
         // This thread's next write arrives while the leader waits.
-        assert!(c.run(3, true, &|b| log.exec(b)).is_ok());
+        assert!(c.run(3, &|b| log.exec(b)).is_ok());
         assert!(other.recv().unwrap().is_ok());
         assert_eq!(*log.batches.lock().unwrap(), vec![vec![1], vec![2, 3]]);
         let st = c.lock();
@@ -468,9 +458,9 @@ mod tests {
     fn a_writer_acknowledged_longer_than_the_wait_ago_is_not_waited_for() {
         let c = Arc::new(Combiner::new(Duration::from_millis(30)));
         let log = Arc::new(Log::default());
-        assert!(c.run(1, true, &|b| log.exec(b)).is_ok());
+        assert!(c.run(1, &|b| log.exec(b)).is_ok());
         std::thread::sleep(Duration::from_millis(60));
-        let other = spawn_run(&c, &log, 2, true);
+        let other = spawn_run(&c, &log, 2);
         assert!(other.recv().unwrap().is_ok());
         assert_eq!(c.lock().waits, 0);
         assert_eq!(*log.batches.lock().unwrap(), vec![vec![1], vec![2]]);
@@ -480,9 +470,9 @@ mod tests {
     fn a_leader_waits_for_company_no_longer_than_its_wait() {
         let c = Arc::new(Combiner::new(Duration::from_millis(20)));
         let log = Arc::new(Log::default());
-        assert!(c.run(1, true, &|b| log.exec(b)).is_ok());
+        assert!(c.run(1, &|b| log.exec(b)).is_ok());
         // This thread does not write again: the other commits alone once the wait is over.
-        let other = spawn_run(&c, &log, 2, true);
+        let other = spawn_run(&c, &log, 2);
         let r = other.recv_timeout(Duration::from_secs(60));
         assert!(matches!(r, Ok(Ok(()))), "{r:?}");
         assert_eq!(*log.batches.lock().unwrap(), vec![vec![1], vec![2]]);
@@ -490,7 +480,7 @@ mod tests {
     }
 
     #[test]
-    fn a_thread_writing_alone_and_a_commit_not_worth_it_never_wait() {
+    fn a_thread_writing_alone_never_waits() {
         let c = Arc::new(Combiner::new(LONG));
         let log = Arc::new(Log::default());
         // Alone: the last batch was always this thread's own.
@@ -499,7 +489,7 @@ mod tests {
             let (tx, rx) = std::sync::mpsc::channel();
             std::thread::spawn(move || {
                 for op in 1..=3 {
-                    tx.send(c.run(op, true, &|b| log.exec(b))).unwrap();
+                    tx.send(c.run(op, &|b| log.exec(b))).unwrap();
                 }
             });
             rx
@@ -508,18 +498,29 @@ mod tests {
             let r = alone.recv_timeout(Duration::from_secs(60));
             assert!(matches!(r, Ok(Ok(()))), "{r:?}");
         }
-        // Another thread's write that is not worth gathering for does not wait for that one.
-        let other = spawn_run(&c, &log, 4, false);
-        let r = other.recv_timeout(Duration::from_secs(60));
-        assert!(matches!(r, Ok(Ok(()))), "{r:?}");
         assert_eq!(
             *log.batches.lock().unwrap(),
-            vec![vec![1], vec![2], vec![3], vec![4]]
+            vec![vec![1], vec![2], vec![3]]
         );
+        assert_eq!(c.lock().waits, 0);
+    }
+
+    /// A queue of no wait (a store whose commits need no fsync) never waits for company, even
+    /// for a thread of the last commit acknowledged just now.
+    #[test]
+    fn a_queue_of_no_wait_never_waits() {
+        let c = Arc::new(Combiner::default());
+        let log = Arc::new(Log::default());
+        assert!(c.run(1, &|b| log.exec(b)).is_ok());
+        let other = spawn_run(&c, &log, 2);
+        let r = other.recv_timeout(Duration::from_secs(60));
+        assert!(matches!(r, Ok(Ok(()))), "{r:?}");
+        assert_eq!(*log.batches.lock().unwrap(), vec![vec![1], vec![2]]);
+        assert_eq!(c.lock().waits, 0);
     }
 
     #[test]
     fn many_threads_with_a_wait_each_get_their_own_results() {
-        many_threads(Combiner::new(Duration::from_micros(200)), 4, true, false);
+        many_threads(Combiner::new(Duration::from_micros(200)), 4, false);
     }
 }

@@ -680,10 +680,8 @@ impl RedbStore {
         f: impl FnMut(&mut Tables<'_>) -> Result<Done<T>, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         let (op, slot) = Op::new(f);
-        // Only an fsync is worth waiting for company (see `commit`).
-        let gather = self.durability == Durability::Immediate;
-        self.queue
-            .run(op, gather, &|batch| self.commit_batch(batch))?;
+        // (The queue of a store opened with `Durability::None` has no wait: see `from_db`.)
+        self.queue.run(op, &|batch| self.commit_batch(batch))?;
         slot.take()
     }
 
