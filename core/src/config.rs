@@ -30,8 +30,10 @@ impl Clock for SystemClock {
 /// block. `depth`, `inflight` and `job(Created)` are called under the runner's state lock: a
 /// submit, cancel or close made from one of them (even polled on another executor from there)
 /// never returns, as it waits for the lock the hook's thread holds, and stalls that runtime
-/// thread with it. Hand such work to a task instead. (A `status` or `touch` only reads or
-/// writes the store, and takes no such lock.)
+/// thread with it. `job(Cancelled)` and `job(Reused)` are called while their cancel or
+/// submit counts as under way, which `close` waits for: a `close` awaited from one of them
+/// (blocking on it) never returns either. Hand such work to a task instead. (A `status` or
+/// `touch` only reads or writes the store, and takes no such lock.)
 pub trait Hooks: Send + Sync + 'static {
     /// A job was created, reused, or reached a terminal outcome (once per job).
     fn job(&self, outcome: JobOutcome) {

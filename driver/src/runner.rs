@@ -1,6 +1,6 @@
 //! [`Runner`]: binds a [`JobMachine`], a [`BatchStore`] and a [`Fetch`].
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -113,7 +113,7 @@ struct Inner {
     /// before each submit, after each stored target and at close, so that a job the machine
     /// has ended does not stay live in the store, holding its caller's caps, until the next
     /// start. `unsettled_any` tells, without the lock, whether there are any.
-    unsettled: Mutex<Vec<Unsettled>>,
+    unsettled: Mutex<UnsettledList>,
     unsettled_any: AtomicBool,
     /// The runtime the runner started on: `close`, and a submit or cancel whose store call
     /// did not finish in one poll, go on in tasks spawned here (from any thread).
@@ -229,40 +229,37 @@ impl Drop for ToldClosed {
 }
 
 /// A status write to make again (see [`Inner::settle`]).
+#[derive(Clone)]
 struct Unsettled {
     id: String,
     status: JobStatus,
     error: String,
 }
 
-/// Status writes in hand: whichever are still here when it is dropped (failed, or not made
-/// because the future making them was dropped) go back to the runner's unsettled list.
-struct Kept<'a> {
-    inner: &'a Inner,
-    due: VecDeque<Unsettled>,
-    /// Back at the list's front (writes taken from it, to keep their order before any that
-    /// failed meanwhile), else at its end (a new failure).
-    front: bool,
+/// The status writes to make again, in the order their first tries failed, each with a number
+/// of its own (a write leaves the list only once made, by whichever settle made it).
+#[derive(Default)]
+struct UnsettledList {
+    writes: Vec<(u64, Unsettled)>,
+    next: u64,
 }
 
-impl<'a> Kept<'a> {
-    fn new(inner: &'a Inner, front: bool) -> Self {
-        Kept {
-            inner,
-            due: VecDeque::new(),
-            front,
-        }
-    }
+/// A status write in hand: if it is still here when dropped (it failed, or it was not made
+/// because the future making it was dropped), it goes on the runner's list to make again.
+struct Kept<'a> {
+    inner: &'a Inner,
+    due: Option<Unsettled>,
 }
 
 impl Drop for Kept<'_> {
     fn drop(&mut self) {
-        if self.due.is_empty() {
+        let Some(w) = self.due.take() else {
             return;
-        }
+        };
         let mut u = lock(&self.inner.unsettled);
-        let at = if self.front { 0 } else { u.len() };
-        u.splice(at..at, self.due.drain(..));
+        let n = u.next;
+        u.next += 1;
+        u.writes.push((n, w));
         self.inner.unsettled_any.store(true, Ordering::SeqCst);
     }
 }
@@ -358,7 +355,7 @@ impl Runner {
             clock_warned,
             closed: Arc::new(watch::Sender::new(false)),
             workers: Mutex::new(Vec::new()),
-            unsettled: Mutex::new(Vec::new()),
+            unsettled: Mutex::new(UnsettledList::default()),
             unsettled_any: AtomicBool::new(false),
             rt: runtime.clone(),
             ops: Arc::new(watch::Sender::new(0)),
@@ -494,7 +491,8 @@ impl Runner {
     /// Cancels the live job `id`: it is `cancelled` in the store at once (should the store fail
     /// that write, the runner makes it again before the next submit, after each stored target
     /// and at close); its in-flight target, if any, finishes and is stored; no further target
-    /// starts. `false` for an unknown id or a job that is already terminal. A job whose submit
+    /// starts. (A target is in flight from when a worker takes it, before its `running` is
+    /// written: one whose write is being made as the cancel comes is still fetched.) `false` for an unknown id or a job that is already terminal. A job whose submit
     /// is still registering it to run (the store holds it, and may have given its id to another
     /// submit of the same targets as reused) is waited for, then cancelled; or `false` if that
     /// submit fails or the runner closes meanwhile (the job then ends `failed` in the store).
@@ -1049,14 +1047,16 @@ impl Inner {
     /// before the write is made (a caller of `cancel` that gave up while a store that suspends
     /// was writing), keeps the write to make again (see [`settle`](Self::settle)).
     async fn set_status(&self, id: &str, status: JobStatus, error: &str) {
-        let mut kept = Kept::new(self, false);
-        kept.due.push_back(Unsettled {
-            id: id.to_owned(),
-            status,
-            error: error.to_owned(),
-        });
+        let mut kept = Kept {
+            inner: self,
+            due: Some(Unsettled {
+                id: id.to_owned(),
+                status,
+                error: error.to_owned(),
+            }),
+        };
         match self.write_status(id, status, error).await {
-            Ok(()) => kept.due.clear(),
+            Ok(()) => kept.due = None,
             Err(e) => {
                 warn!(job = %id, %status, error = %e, "store: set status failed, to be written again");
             }
@@ -1082,26 +1082,26 @@ impl Inner {
     /// stay, in order, for the next time, so a write that keeps failing (a job whose row the
     /// store cannot write) holds up none behind it. A store still failing costs one call per
     /// kept write (only jobs the runner ended while the store failed their write are kept).
-    /// If this future is dropped midway, the writes not yet made stay too.
+    /// A write leaves the list only once made: settles at the same time (a worker's after a
+    /// stored target, a submit's before its admit) each make every write on the list (a
+    /// terminal status written twice is written once: nothing overwrites it), so a submit's
+    /// admit never comes before a kept write that another task has begun and not finished. If
+    /// this future is dropped midway, the writes not yet made stay too.
     async fn settle(&self) {
         if !self.unsettled_any.load(Ordering::SeqCst) {
             return;
         }
-        let mut kept = Kept::new(self, true);
-        {
-            let mut u = lock(&self.unsettled);
-            self.unsettled_any.store(false, Ordering::SeqCst);
-            kept.due.extend(u.drain(..));
-        }
-        // Those before `next` failed again; `next` and those after it are not yet tried.
-        let mut next = 0;
-        while let Some(w) = kept.due.get(next) {
+        let due = lock(&self.unsettled).writes.clone();
+        for (n, w) in &due {
             if let Err(e) = self.write_status(&w.id, w.status, &w.error).await {
                 debug!(job = %w.id, status = %w.status, error = %e, "status write failed again");
-                next += 1;
             } else {
                 debug!(job = %w.id, status = %w.status, "status written again");
-                kept.due.remove(next);
+                let mut u = lock(&self.unsettled);
+                u.writes.retain(|(m, _)| m != n);
+                if u.writes.is_empty() {
+                    self.unsettled_any.store(false, Ordering::SeqCst);
+                }
             }
         }
     }

@@ -125,6 +125,7 @@ macro_rules! runner_tests {
                 cancel_lets_the_inflight_target_finish_and_starts_nothing_more,
                 cancel_while_a_stored_target_is_reported_starts_nothing_more,
                 a_cancel_dropped_mid_write_still_ends_the_job_cancelled,
+                a_cancel_while_a_targets_start_is_written_has_that_target_fetched_and_no_other,
                 a_submit_dropped_mid_admit_still_runs_its_job,
                 cancel_of_a_job_still_being_registered_waits_and_cancels_it,
                 a_cancel_waiting_for_a_registration_that_never_comes_answers_false,
@@ -166,6 +167,7 @@ macro_rules! runner_tests {
                 a_failing_set_status_is_logged_at_warn_and_survived,
                 a_cancel_whose_status_write_fails_is_written_again_and_frees_the_cap,
                 a_status_write_that_keeps_failing_holds_up_no_other,
+                a_kept_status_write_another_task_is_making_is_made_before_the_next_admit,
                 a_panicking_store_call_is_an_error_and_stops_no_worker,
                 close_never_waits_on_a_submit_whose_caller_stopped_polling,
                 a_close_cut_short_by_its_runtimes_shutdown_lets_a_later_close_return,
@@ -804,6 +806,7 @@ pub struct Shared {
     status_gate: Gate,
     admit_gate: Gate,
     finish_gate: Gate,
+    start_gate: Gate,
 }
 
 /// A bug a [`Shared`] store acts out (see [`Shared::misbehave`]): panics of a store written by
@@ -902,6 +905,7 @@ impl Shared {
             status_gate: Gate::default(),
             admit_gate: Gate::default(),
             finish_gate: Gate::default(),
+            start_gate: Gate::default(),
         }
     }
 
@@ -946,6 +950,27 @@ impl Shared {
     /// Lets the held `finish_target` calls (and every later one) go on.
     pub fn release_finish_target(&self) {
         self.finish_gate.release();
+    }
+
+    /// How many `set_status` calls are held now.
+    pub fn statuses_held_now(&self) -> usize {
+        self.status_gate.waiting.load(Ordering::SeqCst)
+    }
+
+    /// From now on, a `start_target` call waits (suspended, before it reaches the wrapped
+    /// store) until [`release_start_target`](Self::release_start_target).
+    pub fn hold_start_target(&self) {
+        self.start_gate.hold();
+    }
+
+    /// Lets the held `start_target` calls (and every later one) go on.
+    pub fn release_start_target(&self) {
+        self.start_gate.release();
+    }
+
+    /// Waits (up to 10 s) until `n` start_target calls are held.
+    pub async fn starts_held(&self, n: usize) -> TestResult {
+        self.start_gate.held(n, "start_target").await
     }
 
     /// How many `finish_target` calls are held now.
@@ -1013,6 +1038,7 @@ impl BatchStore for Shared {
         idx: usize,
         now: i64,
     ) -> Result<Option<TargetRow>, StoreError> {
+        self.start_gate.pass().await;
         self.inner.start_target(id, idx, now).await
     }
     async fn finish_target(
@@ -2954,6 +2980,32 @@ pub async fn cancel_while_a_stored_target_is_reported_starts_nothing_more(
     Ok(())
 }
 
+/// A target is in flight from when a worker takes it, before its `running` is written: a
+/// cancel that comes while the store is writing it has that target fetched and stored (the
+/// job stays `cancelled`), and starts nothing more.
+pub async fn a_cancel_while_a_targets_start_is_written_has_that_target_fetched_and_no_other(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let shared = Arc::new(Shared::new(store));
+    let r = rig(shared.clone(), Probe::new(), config()).await?;
+    shared.hold_start_target();
+    let a = r.submit("alice", "a", 2).await?;
+    shared.starts_held(1).await?;
+    assert!(r.runner.cancel(&a).await, "a was live");
+    assert!(r.probe.started().is_empty(), "nothing fetched yet");
+    shared.release_start_target();
+    let v = until_status(&r.runner, &a, "has a0 stored", |v| {
+        v.targets[0].status == TargetState::Done
+    })
+    .await?;
+    assert_eq!(v.job.status, JobStatus::Cancelled);
+    assert_eq!(states(&v), [TargetState::Done, TargetState::Pending]);
+    r.close().await?;
+    assert_eq!(r.probe.started(), [url("a", 0)], "a0 only");
+    assert_eq!(r.hooks.count(JobOutcome::Cancelled), 1);
+    Ok(())
+}
+
 /// A cancel whose caller gives up while the store is still writing `cancelled` (its future
 /// dropped mid-call, by a timeout or a client gone away, with a store whose write suspends)
 /// still ends the job `cancelled` in the store: the write goes on in a task of its own, and
@@ -4801,6 +4853,56 @@ pub async fn a_status_write_that_keeps_failing_holds_up_no_other(
         c.is_ok(),
         "bob's cap is still held by the cancelled b: {c:?}"
     );
+    Ok(())
+}
+
+/// A kept status write that a worker is making again when a submit comes (the worker took it
+/// after a stored target; the store has not taken it yet) is made before that submit's admit
+/// all the same: the submit makes it too, and its caller's cap, held in the store by the job
+/// the write ends, is free for the admit. (Else the admit, which comes once every kept write is
+/// made, would find the cancelled job still live and refuse the caller as busy.)
+pub async fn a_kept_status_write_another_task_is_making_is_made_before_the_next_admit(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let (f, r, a) = one_job_per_caller_a_fetching(store).await?;
+    let b = r.submit("bob", "b", 1).await?;
+    f.fail(Op::SetStatus);
+    assert!(r.runner.cancel(&b).await, "b was live");
+    f.heal(Op::SetStatus);
+    assert!(
+        f.inner().job(&b).await?.is_some_and(|j| j.status.is_live()),
+        "b's cancel was to be kept, unwritten"
+    );
+    f.inner().hold_set_status();
+    // a0 stored, the worker makes the kept write: held on its way to the store.
+    r.probe.release(&url("a", 0));
+    f.inner().statuses_held(1).await?;
+    let runner = r.runner.clone();
+    let submitting = tokio::spawn(async move {
+        runner
+            .submit(caller("bob"), CallerClass::Fleet, targets("c", 1))
+            .await
+    });
+    // The submit either answers at once (its admit before the write: bob busy) or makes the
+    // write itself first, and is held at the store with the worker's.
+    until("the submit answers or makes the kept write", || {
+        submitting.is_finished() || f.inner().statuses_held_now() == 2
+    })
+    .await?;
+    f.inner().release_set_status();
+    let c = within("the submit", submitting).await??;
+    r.probe.release_all();
+    let left = f.inner().job(&b).await?.map(|j| j.status);
+    until_status(&r.runner, &a, "is done: the worker went on", |v| {
+        v.job.status == JobStatus::Done
+    })
+    .await?;
+    r.close().await?;
+    assert!(
+        c.is_ok(),
+        "bob's cap is still held by the cancelled b: {c:?}"
+    );
+    assert_eq!(left, Some(JobStatus::Cancelled));
     Ok(())
 }
 
