@@ -42,6 +42,20 @@ impl FromStr for StoreUrl {
                     "{kind}:PATH takes a file path, not a URL with //: write {kind}:{rest} for \
                      the file {rest}, or {kind}:/{rest} for /{rest}"
                 ))
+            } else if path.ends_with('/') || Path::new(path).file_name().is_none() {
+                // SQLite would make the file `x` of `x/`, and every later open of `x/` (a
+                // `rota status` of a job it holds) then fail as not a directory.
+                let file = path.trim_end_matches('/');
+                Err(
+                    if file.is_empty() || Path::new(file).file_name().is_none() {
+                        format!("{kind}:PATH takes a file path, and {path} names a directory")
+                    } else {
+                        format!(
+                            "{kind}:PATH takes a file path, and {path} ends with a slash: write \
+                         {kind}:{file} for the file {file}"
+                        )
+                    },
+                )
             } else {
                 Ok(PathBuf::from(path))
             }
@@ -194,6 +208,33 @@ mod tests {
             };
             assert!(e.contains("needs a file path"), "{url}: {e}");
             assert!(e.contains(example), "{url}: {e}");
+        }
+    }
+
+    /// A path that names a directory (a trailing slash, `.` or `..` at its end) is refused
+    /// before anything is opened: SQLite would make the file `x` of `sqlite:x/`, and every later
+    /// command on `sqlite:x/` then fail.
+    #[test]
+    fn a_path_that_names_a_directory_is_refused() {
+        for (url, said) in [
+            ("sqlite:ee/", "write sqlite:ee for the file ee"),
+            (
+                "redb:dir/r.redb//",
+                "write redb:dir/r.redb for the file dir/r.redb",
+            ),
+            ("sqlite:/", "/ names a directory"),
+            ("sqlite:.", ". names a directory"),
+            ("redb:a/..", "a/.. names a directory"),
+            ("sqlite:../", "../ names a directory"),
+        ] {
+            let Err(e) = url.parse::<StoreUrl>() else {
+                panic!("{url} was accepted");
+            };
+            assert!(e.contains("takes a file path"), "{url}: {e}");
+            assert!(e.contains(said), "{url}: {e}");
+        }
+        for ok in ["sqlite:a/.b", "redb:..x", "sqlite:./x"] {
+            assert!(ok.parse::<StoreUrl>().is_ok(), "{ok}");
         }
     }
 

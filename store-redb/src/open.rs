@@ -29,8 +29,8 @@ impl RedbStore {
     /// open by another store in this process", before the file is read: see
     /// [`rota_core::claims`]). A file that is not a rota redb store
     /// (an empty file, text, a truncated or damaged file, a redb database of another program;
-    /// a directory, FIFO or device, refused before it is opened)
-    /// fails with [`StoreError::Corrupt`], one of another schema version with
+    /// a directory, FIFO or device, refused before it is opened; a path that names a directory,
+    /// `x/` or one ending in `.` or `..`, even where nothing is yet) fails with [`StoreError::Corrupt`], one of another schema version with
     /// [`StoreError::Version`]; neither changes the file. A store of schema version 2 (this
     /// crate before the live jobs' rows had a table of their own) is refused so too, and
     /// [`upgrade`](Self::upgrade) migrates it. A file this process may not write, or for a new
@@ -54,6 +54,14 @@ impl RedbStore {
     /// opened for real.
     pub fn open_with(path: impl AsRef<Path>, opts: RedbOptions) -> Result<RedbStore, StoreError> {
         let path = path.as_ref();
+        // A name that ends with a slash (or with `.` or `..`) names a directory, where no new
+        // store file can be made.
+        if path.as_os_str().as_encoded_bytes().ends_with(b"/") || path.file_name().is_none() {
+            return Err(StoreError::Corrupt(format!(
+                "{}: names a directory, not a rota store file",
+                path.display()
+            )));
+        }
         let mut claim = claim(path)?;
         match fs::symlink_metadata(path) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => create(path)?,

@@ -929,3 +929,21 @@ async fn upgrade_of_a_store_open_elsewhere_fails_in_use_and_leaves_it_unchanged(
     assert!(s.job(&id(1)).await.unwrap().is_some());
     s.verify().unwrap();
 }
+
+/// A path that ends with a slash names a directory, even where nothing is yet: refused, and
+/// nothing made.
+#[test]
+fn a_path_with_a_trailing_slash_is_refused_and_nothing_made() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["new/", "new//"] {
+        let path = dir.path().join(name);
+        assert_eq!(
+            RedbStore::open(&path).unwrap_err(),
+            StoreError::Corrupt(format!(
+                "{}: names a directory, not a rota store file",
+                path.display()
+            ))
+        );
+    }
+    assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0, "made nothing");
+}

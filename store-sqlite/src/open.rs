@@ -157,6 +157,13 @@ fn not_a_file(path: &Path, m: &std::fs::Metadata) -> StoreError {
 /// `Ok` for a missing or empty file (new) and for a plausible rota store. Writes nothing.
 pub(crate) fn inspect(path: &Path) -> Result<(), StoreError> {
     let shown = path.display();
+    // A name that ends with a slash (or with `.` or `..`) names a directory: SQLite would make
+    // the file `x` of `x/`, which every later open of `x/` would then fail to find.
+    if path.as_os_str().as_encoded_bytes().ends_with(b"/") || path.file_name().is_none() {
+        return Err(StoreError::Corrupt(format!(
+            "{shown}: names a directory, not a rota store file"
+        )));
+    }
     // Looked at before it is opened: opening a FIFO for reading waits for a writer.
     match std::fs::metadata(path) {
         Ok(m) if !m.is_file() => return Err(not_a_file(path, &m)),

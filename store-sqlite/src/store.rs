@@ -62,7 +62,8 @@ pub struct SqliteOptions {
 ///   (or its process has died).
 /// - **Refuses what it does not own.** A file that is not a rota store (a text file, another
 ///   program's database, a SQLite database with no rota schema, a truncated store; a
-///   directory, FIFO or device, refused before it is opened) fails with
+///   directory, FIFO or device, refused before it is opened; a path that names a directory,
+///   `x/` or one ending in `.` or `..`, even where nothing is yet) fails with
 ///   [`StoreError::Corrupt`], one of another schema version with [`StoreError::Version`], and
 ///   the file is left byte for byte as it was. A missing or 0-byte file is a new store, and so
 ///   is a new store whose first commit a crash cut short (a file shorter than its header says,

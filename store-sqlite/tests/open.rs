@@ -577,6 +577,34 @@ fn a_directory_is_refused() {
     );
 }
 
+/// A path that ends with a slash names a directory, even where nothing is yet: refused, and
+/// nothing made (SQLite would make the file `x` of `x/`, and every later open of `x/` fail).
+#[test]
+fn a_path_with_a_trailing_slash_is_refused_and_nothing_made() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["new/", "new//"] {
+        let path = dir.path().join(name);
+        let err = SqliteStore::open(&path).unwrap_err();
+        assert_eq!(
+            err,
+            StoreError::Corrupt(format!(
+                "{}: names a directory, not a rota store file",
+                path.display()
+            ))
+        );
+    }
+    let dotdot = dir.path().join("x").join("..");
+    assert!(matches!(
+        SqliteStore::open(&dotdot).unwrap_err(),
+        StoreError::Corrupt(m) if m.ends_with("names a directory, not a rota store file")
+    ));
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "made nothing"
+    );
+}
+
 /// A FIFO is refused at once: opening it to read its header would wait for a writer.
 #[cfg(unix)]
 #[test]
