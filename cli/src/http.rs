@@ -256,12 +256,13 @@ impl HttpFetch {
                 hint: status_hint(status).into(),
             }));
         }
+        // As lossy text, as the body is: a byte that is not ASCII (a server's charset name
+        // in Latin-1, say) must not cost the whole header.
         let content_type = resp
             .headers()
             .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .unwrap_or_default();
         let final_url = resp.url().to_string();
         if resp.content_length().is_some_and(|n| n > self.cfg.max_body) {
             return Err(self.too_big());

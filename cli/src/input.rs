@@ -285,6 +285,13 @@ fn check_url(url: &str) -> Result<(), String> {
                     "{q} is not an absolute http(s) URL: write {}://HOST/…",
                     u.scheme()
                 ))
+            } else if after_scheme.get(2..).is_some_and(|r| r.starts_with('/')) {
+                // `http:///host` is fetched as `http://host/`.
+                Err(format!(
+                    "{q} has more than two slashes before its host, which the URL parser drops: \
+                     write {}://HOST/…",
+                    u.scheme()
+                ))
             } else if u.as_str().len() > MAX_URL {
                 // As sent: the parser escapes what a URL may not hold as it is, which lengthens it.
                 Err(format!(
@@ -385,6 +392,12 @@ mod tests {
                 "HTTPS:/a.example/1",
                 "is not an absolute http(s) URL: write https://HOST/",
             ),
+            (
+                "http:///a.example/1",
+                "has more than two slashes before its host, which the URL parser drops: write \
+                 http://HOST/",
+            ),
+            ("HTTPS:////a.example/1", "write https://HOST/"),
         ] {
             let text = format!("[{}]", serde_json::to_string(bad).unwrap());
             let e = parse_targets(&text).unwrap_err();

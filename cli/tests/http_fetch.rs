@@ -46,6 +46,15 @@ async fn a_2xx_page_is_done_with_its_body_and_meta() {
     assert_eq!(r.meta["final_url"], s.url("/ok"));
 }
 
+/// A Content-Type holding a byte that is not ASCII (a charset name in Latin-1) is kept as lossy
+/// text, as the body is, not dropped whole.
+#[tokio::test]
+async fn a_content_type_that_is_not_ascii_is_kept_as_lossy_text() {
+    let s = common::start().await;
+    let r = get(target(s.url("/latin1-type"))).await.unwrap();
+    assert_eq!(r.meta["content_type"], "text/plain; charset=caf\u{fffd}");
+}
+
 #[tokio::test]
 async fn a_404_is_a_target_error_with_status_reason_and_hint() {
     let s = common::start().await;

@@ -84,7 +84,8 @@ impl Server {
 /// - `/redirect`: 302 to `/ok`; `/loop`: 302 to itself; `/to-ftp`: 302 to an `ftp://` address;
 /// - `/slow`: 200 after 5 s; `/sleep/{ms}`: 200 `slept {ms}ms` after that long (its hits
 ///   counted as `sleep/{ms}`);
-/// - `/big/{n}`: `n` bytes with a Content-Length; `/stream/{n}`: `n` bytes chunked, no length.
+/// - `/big/{n}`: `n` bytes with a Content-Length; `/stream/{n}`: `n` bytes chunked, no length;
+/// - `/latin1-type`: 200 whose Content-Type holds a byte that is not ASCII (Latin-1 `é`).
 pub async fn start() -> Server {
     let hits = Hits::default();
     let app = Router::new()
@@ -135,6 +136,13 @@ pub async fn start() -> Server {
             get(|Path(n): Path<usize>| async move { "x".repeat(n) }),
         )
         .route("/stream/{n}", get(stream))
+        .route(
+            "/latin1-type",
+            get(|| async {
+                let latin1 = header::HeaderValue::from_bytes(b"text/plain; charset=caf\xe9");
+                ([(header::CONTENT_TYPE, latin1.unwrap())], "caf\u{e9}")
+            }),
+        )
         .with_state(hits.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
