@@ -3,7 +3,7 @@
 
 use std::io::Write;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -31,6 +31,8 @@ pub struct Signals {
     /// Targets fetched to an outcome (done, failed, or busy for too long), whose store write
     /// was then made or failed.
     outcomes: AtomicUsize,
+    /// How many times the watcher was woken: see [`generation`](Self::generation).
+    pokes: AtomicU64,
     wake: Notify,
 }
 
@@ -60,12 +62,20 @@ impl Signals {
         self.inflight.load(Ordering::SeqCst)
     }
 
+    /// A number that changes whenever something is reported (a busy answer, a target in or out
+    /// of flight, an outcome, a job's end): read before a look at the store, it tells the next
+    /// look whether there can be anything new to see.
+    pub fn generation(&self) -> u64 {
+        self.pokes.load(Ordering::SeqCst)
+    }
+
     /// Waits until something happened, or `at_most` passed.
     pub async fn changed(&self, at_most: Duration) {
         let _ = tokio::time::timeout(at_most, self.wake.notified()).await;
     }
 
     fn poke(&self) {
+        self.pokes.fetch_add(1, Ordering::SeqCst);
         // notify_one keeps a permit when nobody waits, so no wake-up is lost.
         self.wake.notify_one();
     }
