@@ -295,8 +295,25 @@ fn scale(s: &str) -> Result<f64, String> {
         .ok_or_else(|| "the scale is a number above 0, like 0.05".to_owned())
 }
 
+/// Why the flags select no row at all, if they do not: the history rows run on the file stores
+/// only.
+fn selects_nothing(args: &Args) -> Option<String> {
+    (args.only.as_deref() == Some("history") && args.backend.as_deref() == Some("memory")).then(
+        || {
+            "--only=history runs on the file stores only (sqlite-file, redb-file): \
+             --backend=memory selects no row"
+                .to_owned()
+        },
+    )
+}
+
 fn main() {
     let args = <Args as clap::Parser>::parse();
+    if let Some(why) = selects_nothing(&args) {
+        <Args as clap::CommandFactory>::command()
+            .error(clap::error::ErrorKind::ArgumentConflict, why)
+            .exit();
+    }
     let out = Out { json: args.json };
     let mut plan = plan(args.quick);
     plan.only = args.only;
@@ -688,7 +705,7 @@ mod tests {
 
     use std::time::Duration;
 
-    use super::{Args, MIN_TURNS, another_turn};
+    use super::{Args, MIN_TURNS, another_turn, selects_nothing};
 
     #[test]
     fn a_row_takes_another_turn_only_if_it_would_end_within_the_budget() {
@@ -744,6 +761,22 @@ mod tests {
                 .unwrap_err();
             assert_ne!(e.kind(), ErrorKind::DisplayHelp, "{args:?}");
             assert!(e.to_string().contains(names), "{args:?}: {e}");
+        }
+        let none =
+            Args::try_parse_from(["rota-bench", "--only=history", "--backend=memory"]).unwrap();
+        assert!(
+            selects_nothing(&none).is_some_and(|w| w.contains("file stores only")),
+            "history on memory"
+        );
+        for some in [
+            &["--only=history", "--backend=redb-file"][..],
+            &["--only=runner", "--backend=memory"],
+            &["--backend=memory"],
+            &["--only=machine", "--backend=sqlite-file"],
+        ] {
+            let a = Args::try_parse_from(std::iter::once("rota-bench").chain(some.iter().copied()))
+                .unwrap();
+            assert!(selects_nothing(&a).is_none(), "{some:?}");
         }
         let help = Args::try_parse_from(["rota-bench", "--help"]).unwrap_err();
         assert_eq!(help.kind(), ErrorKind::DisplayHelp);

@@ -42,24 +42,32 @@ pub fn caps() -> Caps {
     }
 }
 
-/// Counts finished jobs, notes when the latest was, and wakes the bench when `goal` are done.
+/// Counts finished jobs, notes when the latest was, and wakes the bench when `goal` have
+/// ended (or one ended otherwise than done: a failed store write, say, which the bench must
+/// report rather than wait for ever on).
 #[derive(Default)]
 pub struct Finished {
-    /// Jobs reported done, and when the latest of them was (its last target stored).
+    /// Jobs reported ended, and when the latest of them was (its last target stored).
     done: Mutex<(usize, Option<Instant>)>,
+    /// Jobs reported ended otherwise than done.
+    not_done: AtomicUsize,
     goal: AtomicUsize,
     notify: Notify,
 }
 
 impl Hooks for Finished {
     fn job(&self, outcome: JobOutcome) {
-        if outcome == JobOutcome::Done {
-            let mut done = self.done();
-            done.0 += 1;
-            done.1 = Some(Instant::now());
-            if done.0 == self.goal.load(Ordering::SeqCst) {
-                self.notify.notify_one();
-            }
+        if matches!(outcome, JobOutcome::Created | JobOutcome::Reused) {
+            return;
+        }
+        if outcome != JobOutcome::Done {
+            self.not_done.fetch_add(1, Ordering::SeqCst);
+        }
+        let mut done = self.done();
+        done.0 += 1;
+        done.1 = Some(Instant::now());
+        if done.0 == self.goal.load(Ordering::SeqCst) || outcome != JobOutcome::Done {
+            self.notify.notify_one();
         }
     }
 }
@@ -72,15 +80,25 @@ impl Finished {
     /// Waits until `goal` jobs are done, and returns when the last of them was: the bench's
     /// own wake-up after that is not the runner's time. (A rep's jobs are all submitted before
     /// this call and the next rep's after it returns, so the latest done job is the rep's
-    /// last; a goal met before it was set here is seen by the first look.)
-    async fn wait_for(&self, goal: usize) -> Instant {
+    /// last; a goal met before it was set here is seen by the first look.) An error as soon as
+    /// a job has ended otherwise than done.
+    async fn wait_for(&self, goal: usize) -> Result<Instant, StoreError> {
         self.goal.store(goal, Ordering::SeqCst);
         loop {
             let notified = self.notify.notified();
+            let bad = self.not_done.load(Ordering::SeqCst);
+            if bad > 0 {
+                return Err(StoreError::backend(
+                    "bench",
+                    std::io::Error::other(format!(
+                        "{bad} job(s) ended otherwise than done (see the warnings logged)"
+                    )),
+                ));
+            }
             if let (n, Some(at)) = *self.done()
                 && n >= goal
             {
-                return at;
+                return Ok(at);
             }
             notified.await;
         }
@@ -236,7 +254,7 @@ pub async fn run(
                 Err(e) => panic!("bench: submit failed: {e}"),
             }
         }
-        let end = hooks.wait_for(goal).await;
+        let end = hooks.wait_for(goal).await?;
         busy += end.saturating_duration_since(t0);
         lags.extend(first.after(t0));
     }
@@ -374,6 +392,20 @@ pub async fn prefill(store: &dyn BatchStore, jobs: usize) -> Result<(), StoreErr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A job that ends otherwise than done (a failed store write) ends the wait with an error
+    /// at once: the goal of done jobs would never be met.
+    #[tokio::test]
+    async fn a_job_not_done_ends_the_wait_with_an_error() {
+        let f = Finished::default();
+        f.job(JobOutcome::Created);
+        f.job(JobOutcome::Done);
+        let waited = tokio::time::timeout(Duration::from_secs(10), f.wait_for(1)).await;
+        assert!(matches!(waited, Ok(Ok(_))), "{waited:?}");
+        f.job(JobOutcome::Failed);
+        let waited = tokio::time::timeout(Duration::from_secs(10), f.wait_for(3)).await;
+        assert!(matches!(waited, Ok(Err(_))), "{waited:?}");
+    }
 
     #[test]
     fn first_fetch_keeps_the_first_mark_of_a_batch_until_reset() {

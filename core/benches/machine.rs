@@ -1,6 +1,8 @@
 //! Micro-benchmarks of the `JobMachine`'s hot paths: one target's cycle
 //! (`poll_dispatch` → `handle_outcome` → `handle_stored`, events drained) at 10 and 10 000 live
-//! jobs of 32 targets, the live count held by resubmitting; and `submit`.
+//! jobs of 32 targets, the live count held by resubmitting; the same cycle for a target that
+//! answers busy (`Pending` stored, the job out of the rotation until its retry is due, then
+//! back in by the next `poll_dispatch`); and `submit`.
 //!
 //! `cargo bench -p rota-core --bench machine`
 
@@ -71,6 +73,50 @@ fn cycle(c: &mut Criterion) {
     g.finish();
 }
 
+/// A busy target's cycle: every target answers busy, with a retry due at once, so each cycle
+/// takes the job out of the rotation into the waiting set and the next `poll_dispatch` brings
+/// a due one back (the path of a target that answers "retry later").
+fn busy(c: &mut Criterion) {
+    let mut g = c.benchmark_group("busy");
+    g.throughput(Throughput::Elements(1));
+    for live in [10usize, 10_000] {
+        g.bench_with_input(BenchmarkId::from_parameter(live), &live, |b, &live| {
+            let mut m = JobMachine::new(MachineConfig {
+                workers: 1,
+                retry_wait: Duration::ZERO,
+                retry_for: Duration::from_secs(1 << 40),
+            });
+            for n in 0..live as u64 {
+                if m.submit(&id(n), TARGETS, Duration::ZERO).is_err() {
+                    panic!("submit refused");
+                }
+            }
+            while m.poll_event().is_some() {}
+            let mut t = 0u64;
+            b.iter(|| {
+                t += 1;
+                let now = Duration::from_nanos(t);
+                let Some(d) = m.poll_dispatch(now) else {
+                    panic!("nothing to dispatch");
+                };
+                let Ok(busy) = m.handle_outcome(d.key, d.idx, Outcome::Busy, now) else {
+                    panic!("outcome refused");
+                };
+                if busy.store.is_final() {
+                    panic!("a busy target gave up");
+                }
+                if m.handle_stored(d.key, now).is_err() {
+                    panic!("stored refused");
+                }
+                while let Some(ev) = m.poll_event() {
+                    black_box(ev);
+                }
+            });
+        });
+    }
+    g.finish();
+}
+
 fn submit(c: &mut Criterion) {
     let mut g = c.benchmark_group("submit");
     g.throughput(Throughput::Elements(1));
@@ -104,5 +150,5 @@ fn submit(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, cycle, submit);
+criterion_group!(benches, cycle, busy, submit);
 criterion_main!(benches);
