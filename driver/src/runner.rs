@@ -492,8 +492,9 @@ impl Runner {
     /// that write, the runner makes it again before the next submit, after each stored target
     /// and at close); its in-flight target, if any, finishes and is stored; no further target
     /// starts. (A target is in flight from when a worker takes it, before its `running` is
-    /// written: one whose write is being made as the cancel comes is still fetched.) `false` for an unknown id or a job that is already terminal. A job whose submit
-    /// is still registering it to run (the store holds it, and may have given its id to another
+    /// written: one whose write is being made as the cancel comes is still fetched.) `false`
+    /// for an unknown id or a job that is already terminal. A job whose submit is still
+    /// registering it to run (the store holds it, and may have given its id to another
     /// submit of the same targets as reused) is waited for, then cancelled; or `false` if that
     /// submit fails or the runner closes meanwhile (the job then ends `failed` in the store).
     pub async fn cancel(&self, id: &str) -> bool {

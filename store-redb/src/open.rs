@@ -30,7 +30,8 @@ impl RedbStore {
     /// [`rota_core::claims`]). A file that is not a rota redb store
     /// (an empty file, text, a truncated or damaged file, a redb database of another program;
     /// a directory, FIFO or device, refused before it is opened; a path that names a directory,
-    /// `x/` or one ending in `.` or `..`, even where nothing is yet) fails with [`StoreError::Corrupt`], one of another schema version with
+    /// `x/` or one ending in `.` or `..`, even where nothing is yet) fails with
+    /// [`StoreError::Corrupt`], one of another schema version with
     /// [`StoreError::Version`]; neither changes the file. A store of schema version 2 (this
     /// crate before the live jobs' rows had a table of their own) is refused so too, and
     /// [`upgrade`](Self::upgrade) migrates it. A file this process may not write, or for a new
