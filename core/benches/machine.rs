@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use rota_core::JobMachine;
-use rota_core::machine::{MachineConfig, Outcome};
+use rota_core::machine::{Completion, MachineConfig, Outcome};
 
 const TARGETS: usize = 32;
 
@@ -39,6 +39,20 @@ fn loaded(live: usize) -> (JobMachine, u64) {
     (m, live as u64)
 }
 
+/// One target's cycle at `now`: dispatched, its `outcome` handed back, stored.
+fn one_cycle(m: &mut JobMachine, now: Duration, outcome: Outcome) -> Completion {
+    let Some(d) = m.poll_dispatch(now) else {
+        panic!("nothing to dispatch");
+    };
+    let Ok(c) = m.handle_outcome(d.key, d.idx, outcome, now) else {
+        panic!("outcome refused");
+    };
+    if m.handle_stored(d.key, now).is_err() {
+        panic!("stored refused");
+    }
+    c
+}
+
 fn cycle(c: &mut Criterion) {
     let mut g = c.benchmark_group("cycle");
     g.throughput(Throughput::Elements(1));
@@ -49,15 +63,7 @@ fn cycle(c: &mut Criterion) {
             b.iter(|| {
                 t += 1;
                 let now = Duration::from_nanos(t);
-                let Some(d) = m.poll_dispatch(now) else {
-                    panic!("nothing to dispatch");
-                };
-                let Ok(done) = m.handle_outcome(d.key, d.idx, Outcome::Done, now) else {
-                    panic!("outcome refused");
-                };
-                if m.handle_stored(d.key, now).is_err() {
-                    panic!("stored refused");
-                }
+                let done = one_cycle(&mut m, now, Outcome::Done);
                 if done.terminal.is_some() {
                     if m.submit(&id(next), TARGETS, now).is_err() {
                         panic!("submit refused");
@@ -96,17 +102,8 @@ fn busy(c: &mut Criterion) {
             b.iter(|| {
                 t += 1;
                 let now = Duration::from_nanos(t);
-                let Some(d) = m.poll_dispatch(now) else {
-                    panic!("nothing to dispatch");
-                };
-                let Ok(busy) = m.handle_outcome(d.key, d.idx, Outcome::Busy, now) else {
-                    panic!("outcome refused");
-                };
-                if busy.store.is_final() {
+                if one_cycle(&mut m, now, Outcome::Busy).store.is_final() {
                     panic!("a busy target gave up");
-                }
-                if m.handle_stored(d.key, now).is_err() {
-                    panic!("stored refused");
                 }
                 while let Some(ev) = m.poll_event() {
                     black_box(ev);
