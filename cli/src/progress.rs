@@ -2,8 +2,8 @@
 //! progress display on stderr.
 
 use std::io::Write;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -28,9 +28,9 @@ pub struct Signals {
     /// Targets in flight, as the runner last reported: a target is out of flight once its
     /// outcome's store write was made (or failed).
     inflight: AtomicUsize,
-    /// Targets fetched to an outcome (done, failed, or busy for too long), whose store write
-    /// was then made or failed.
-    outcomes: AtomicUsize,
+    /// Targets fetched to an outcome, and how many of those failed: counted together, so
+    /// that a look never sees one of a target's counts without the other.
+    tally: Mutex<Tally>,
     /// How many times the watcher was woken: see [`generation`](Self::generation).
     pokes: AtomicU64,
     wake: Notify,
@@ -54,7 +54,25 @@ impl Signals {
 
     /// How many targets were fetched to an outcome, stored or not (see [`Hooks::target`]).
     pub fn outcomes(&self) -> usize {
-        self.outcomes.load(Ordering::SeqCst)
+        self.tally().outcomes
+    }
+
+    /// The progress of a job this runner created, of `total` targets, as reported by the
+    /// runner (no store read): its outcomes (stored, or their store write failed), its
+    /// failures among them, and `retries`.
+    pub fn counts(&self, total: usize, retries: Option<usize>) -> Counts {
+        let t = *self.tally();
+        Counts {
+            finished: t.outcomes,
+            total,
+            failed: t.failed,
+            retries,
+        }
+    }
+
+    fn tally(&self) -> std::sync::MutexGuard<'_, Tally> {
+        // Only counts are kept under it: a panic elsewhere leaves them valid.
+        self.tally.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// How many targets the runner last reported in flight.
@@ -79,6 +97,14 @@ impl Signals {
         // notify_one keeps a permit when nobody waits, so no wake-up is lost.
         self.wake.notify_one();
     }
+}
+
+/// Targets fetched to an outcome (done, failed, or busy for too long), whose store write was
+/// then made or failed; `failed`, those of them that failed.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    outcomes: usize,
+    failed: usize,
 }
 
 /// A [`Fetch`] that counts the busy answers of the fetch it wraps.
@@ -130,7 +156,11 @@ impl Hooks for WakeHooks {
         if matches!(err, Some(FetchError::RetryLater(_))) {
             self.0.gave_up.fetch_add(1, Ordering::Relaxed);
         }
-        self.0.outcomes.fetch_add(1, Ordering::SeqCst);
+        {
+            let mut t = self.0.tally();
+            t.outcomes += 1;
+            t.failed += usize::from(err.is_some());
+        }
         self.0.poke();
     }
 }

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rota::{
-    BatchStore, Caller, CallerClass, Config, JobStatus, JobView, Runner, SubmitError, TargetState,
+    BatchStore, Caller, CallerClass, Config, JobStatus, JobView, Runner, StoreError, SubmitError,
+    TargetState,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -188,10 +189,11 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
     let mut progress = Progress::new(total);
     let mut cancelling = false;
     // What the signals' generation was at the last look: the store is looked at again only once
-    // something was reported since (or the runner is done with the job). A look reads every
-    // stored result, which for large pages costs more than the wait itself: a target that
-    // hangs beside 20 stored pages of 8 MB took 2.6 s of CPU over a 10 s timeout, looking
-    // every half second.
+    // something was reported since (or the runner is done with the job). A look at a job this
+    // run created reads its row only (see `look_at_row`); a reused job's look reads every
+    // stored result, which for large pages costs more than the wait itself (a target that hung
+    // beside 20 stored pages of 8 MB took 2.6 s of CPU over a 10 s timeout, when every look
+    // read them all, every half second).
     let mut looked_at = None;
     loop {
         // Asked before the look below, so that once the runner is done with the job, that look
@@ -200,22 +202,23 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
         let generation = signals.generation();
         if looked_at != Some(generation) || runner_done {
             looked_at = Some(generation);
-            let view = match runner.status(&id).await {
-                Ok(Some(v)) => v,
+            let look = if reused {
+                look_at_view(&runner, &id, retries()).await
+            } else {
+                look_at_row(&*store, &id, &signals, retries()).await
+            };
+            let look = match look {
+                Ok(Some(l)) => l,
                 Ok(None) => break,
                 Err(e) => {
                     progress.note(&format!("reading job {id}: {e}"));
                     break;
                 }
             };
-            progress.update(Counts::of(&view, retries()));
+            progress.update(look.counts);
             // After a cancel the job is terminal at once, but its target in flight is still
             // being fetched: wait for it to be stored (closing now would cancel that fetch).
-            let in_flight = view
-                .targets
-                .iter()
-                .any(|t| t.status == TargetState::Running);
-            if view.job.status.is_terminal() && !in_flight {
+            if look.terminal && !look.in_flight {
                 break;
             }
         }
@@ -288,6 +291,55 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
     note!("{}", summary(&view, c, outcomes, started.elapsed()));
     printed?;
     Ok(exit_code(view.job.status))
+}
+
+/// What a look at the job being watched saw.
+struct Look {
+    counts: Counts,
+    /// The store holds the job ended.
+    terminal: bool,
+    /// A target of it is being fetched, or its outcome stored.
+    in_flight: bool,
+}
+
+/// A look at a job this run's runner created: its row (status and size) from the store, its
+/// progress from the runner's reports. Never its targets: a look reads no stored result, so a
+/// run of large pages does not read every page stored so far after each target.
+async fn look_at_row(
+    store: &dyn BatchStore,
+    id: &str,
+    signals: &Signals,
+    retries: Option<usize>,
+) -> Result<Option<Look>, StoreError> {
+    let Some(job) = store.job(id).await? else {
+        return Ok(None);
+    };
+    Ok(Some(Look {
+        counts: signals.counts(job.targets_total, retries),
+        terminal: job.status.is_terminal(),
+        // The runner runs this job only: what it has in flight is this job's.
+        in_flight: signals.inflight() > 0,
+    }))
+}
+
+/// A look at a reused job, whose targets this run's runner may not fetch (done, or run by
+/// another process on the same store): the job and its targets, from the store.
+async fn look_at_view(
+    runner: &Runner,
+    id: &str,
+    retries: Option<usize>,
+) -> Result<Option<Look>, StoreError> {
+    let Some(view) = runner.status(id).await? else {
+        return Ok(None);
+    };
+    Ok(Some(Look {
+        counts: Counts::of(&view, retries),
+        terminal: view.job.status.is_terminal(),
+        in_flight: view
+            .targets
+            .iter()
+            .any(|t| t.status == TargetState::Running),
+    }))
 }
 
 /// How long a second Ctrl-C or SIGTERM waits for the first one's cancel to be stored before it
@@ -553,5 +605,166 @@ mod tests {
     fn an_endless_input_is_refused_at_the_cap() {
         let e = read_at_most(std::io::repeat(b'a'), 16 << 20, "stdin").unwrap_err();
         assert!(e.starts_with("stdin: larger than 16 MiB"), "{e}");
+    }
+
+    /// A store that answers job rows and nothing else: any read of a target is an error.
+    struct RowsOnly(rota_store_memory::MemoryStore);
+
+    #[async_trait::async_trait]
+    impl BatchStore for RowsOnly {
+        async fn admit(
+            &self,
+            _: &rota::NewJob,
+            _: &rota::Caps,
+        ) -> Result<rota::Admission, StoreError> {
+            Err(StoreError::Closed)
+        }
+        async fn job(&self, id: &str) -> Result<Option<rota::JobRow>, StoreError> {
+            self.0.job(id).await
+        }
+        async fn targets(&self, _: &str) -> Result<Vec<rota::TargetRow>, StoreError> {
+            Err(StoreError::Closed)
+        }
+        async fn start_target(
+            &self,
+            _: &str,
+            _: usize,
+            _: i64,
+        ) -> Result<Option<rota::TargetRow>, StoreError> {
+            Err(StoreError::Closed)
+        }
+        async fn finish_target(
+            &self,
+            _: &str,
+            _: usize,
+            _: &rota::TargetWrite,
+            _: i64,
+            _: Option<JobStatus>,
+        ) -> Result<bool, StoreError> {
+            Err(StoreError::Closed)
+        }
+        async fn set_status(
+            &self,
+            _: &str,
+            _: JobStatus,
+            _: &str,
+            _: i64,
+        ) -> Result<bool, StoreError> {
+            Err(StoreError::Closed)
+        }
+        async fn touch(&self, _: &str, _: i64) -> Result<bool, StoreError> {
+            Err(StoreError::Closed)
+        }
+        async fn sweep(&self, _: i64, _: i64) -> Result<usize, StoreError> {
+            Err(StoreError::Closed)
+        }
+        async fn evict(&self, _: u64) -> Result<usize, StoreError> {
+            Err(StoreError::Closed)
+        }
+        async fn recover(&self, _: &str, _: i64) -> Result<usize, StoreError> {
+            Err(StoreError::Closed)
+        }
+        async fn live_jobs(&self, _: Option<&str>) -> Result<usize, StoreError> {
+            Err(StoreError::Closed)
+        }
+        async fn total_bytes(&self) -> Result<u64, StoreError> {
+            Err(StoreError::Closed)
+        }
+    }
+
+    /// A look at a job the run created reads the job's row, never its targets (each look
+    /// would otherwise read every page stored so far): its counts are the runner's reports,
+    /// its end the row's status, its target in flight the runner's in-flight count.
+    #[tokio::test]
+    async fn a_look_at_a_created_job_reads_its_row_and_no_target() {
+        use rota::{Hooks, TargetWrite};
+
+        let memory = rota_store_memory::MemoryStore::new();
+        let job = rota::NewJob {
+            id: "j".into(),
+            caller: "c".into(),
+            class: CallerClass::Fleet,
+            idem_key: "k".into(),
+            targets: (0..3)
+                .map(|i| (format!("https://example.com/{i}"), "{}".into()))
+                .collect(),
+            now: 1,
+        };
+        let caps = rota::Caps {
+            targets_per_job: 32,
+            jobs_per_caller: 1,
+            jobs_total: 1,
+            ttl_secs: 3600,
+        };
+        assert_eq!(
+            memory.admit(&job, &caps).await.unwrap(),
+            rota::Admission::Created
+        );
+        let page = TargetWrite::Done {
+            result: r#"{"content":"a large page"}"#.into(),
+        };
+        let failed = TargetWrite::Failed {
+            error: "HTTP 404".into(),
+            hint: String::new(),
+        };
+        assert!(memory.finish_target("j", 0, &page, 2, None).await.unwrap());
+        assert!(
+            memory
+                .finish_target("j", 1, &failed, 2, None)
+                .await
+                .unwrap()
+        );
+        let store = RowsOnly(memory);
+        // What the runner reported: two outcomes, one of them failed; the third target in flight.
+        let signals = Arc::new(Signals::default());
+        let hooks = WakeHooks(signals.clone());
+        hooks.inflight(1);
+        hooks.target(None, Duration::ZERO, 26);
+        hooks.target(
+            Some(&rota::FetchError::Other("HTTP 404".into())),
+            Duration::ZERO,
+            0,
+        );
+
+        let look = look_at_row(&store, "j", &signals, Some(3))
+            .await
+            .unwrap()
+            .unwrap();
+        let want = Counts {
+            finished: 2,
+            total: 3,
+            failed: 1,
+            retries: Some(3),
+        };
+        assert_eq!(look.counts, want);
+        assert!(!look.terminal && look.in_flight);
+        // The job cancelled, its target in flight not yet stored: not over.
+        assert!(
+            store
+                .0
+                .set_status("j", JobStatus::Cancelled, "", 3)
+                .await
+                .unwrap()
+        );
+        let look = look_at_row(&store, "j", &signals, Some(3))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(look.terminal && look.in_flight);
+        hooks.inflight(0);
+        let look = look_at_row(&store, "j", &signals, Some(3))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(look.terminal && !look.in_flight);
+        assert!(
+            look_at_row(&store, "gone", &signals, None)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        // The same job looked at through its targets (a reused job's look) fails here: the
+        // look above read none.
+        assert!(store.view("j").await.is_err());
     }
 }
