@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rota::{
-    BatchStore, Caller, CallerClass, Config, JobStatus, JobView, Runner, StoreError, SubmitError,
-    TargetState,
+    BatchStore, Caller, CallerClass, Config, Job, JobStatus, Runner, StoreError, SubmitError,
+    TargetRow, TargetState,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -15,7 +15,6 @@ use crate::cli::{RunArgs, default_caller};
 use crate::http::HttpFetch;
 use crate::input::parse_targets_with;
 use crate::progress::{Counting, Counts, Progress, Signals, WakeHooks};
-use crate::status::read_view;
 use crate::store_url::StoreUrl;
 
 /// The longest the watcher waits between two looks at the store when nothing wakes it.
@@ -248,18 +247,24 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
     progress.finish();
     runner.close().await;
 
-    let view = read_view(&*store, &id)
+    let (row, rows) = store
+        .view(&id)
         .await
         .map_err(|e| format!("reading job {id}: {e}"))?
         .ok_or_else(|| format!("job {id} is no longer in the store"))?;
+    let job = row.to_job();
+    let failed = rows
+        .iter()
+        .filter(|t| t.status == TargetState::Failed)
+        .count();
     // Should stdout fail (its reader gone, `rota run … | head -1`; a full disk), the summary
     // still comes, then the error; the budget waits for the next run (below).
-    let printed = print_targets(&view);
-    if !view.job.status.is_terminal() {
+    let printed = print_targets(rows);
+    if !job.status.is_terminal() {
         note!(
             "job {id} is still {} in the store: the store did not take its last writes (see \
              the warnings above); the next run on this store fails it `interrupted`",
-            view.job.status
+            job.status
         );
     }
     // The job's results are out: now the budget (which may evict this very job). Not if they
@@ -276,7 +281,7 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
             Err(e) => note!("{e}"),
         }
     } else if printed.is_err()
-        && view.job.status.is_terminal()
+        && job.status.is_terminal()
         && !matches!(store_url, StoreUrl::Memory)
         && past_budget(&*store, budget).await
     {
@@ -286,11 +291,16 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
              the budget)"
         );
     }
-    let c = Counts::of(&view, retries());
+    let c = Counts {
+        finished: job.targets_done,
+        total: job.targets_total,
+        failed,
+        retries: retries(),
+    };
     let outcomes = (!reused).then(|| signals.outcomes());
-    note!("{}", summary(&view, c, outcomes, started.elapsed()));
+    note!("{}", summary(&job, c, outcomes, started.elapsed()));
     printed?;
-    Ok(exit_code(view.job.status))
+    Ok(exit_code(job.status))
 }
 
 /// What a look at the job being watched saw.
@@ -421,11 +431,15 @@ pub(crate) fn interrupts() -> Result<mpsc::Receiver<Interrupt>, String> {
     Ok(rx)
 }
 
-fn print_targets(view: &JobView) -> Result<(), String> {
+/// Prints one JSON line per target, each decoded from its stored row as it is printed and
+/// the row then let go: the targets are in memory once, as stored, not a second time decoded.
+fn print_targets(rows: Vec<TargetRow>) -> Result<(), String> {
     let mut out = BufWriter::new(std::io::stdout().lock());
-    for t in &view.targets {
+    for row in rows {
+        let t = row.to_status();
+        drop(row);
         let line =
-            serde_json::to_string(t).map_err(|e| format!("encoding target {}: {e}", t.idx))?;
+            serde_json::to_string(&t).map_err(|e| format!("encoding target {}: {e}", t.idx))?;
         writeln!(out, "{line}").map_err(|e| format!("writing stdout: {e}"))?;
     }
     out.flush().map_err(|e| format!("writing stdout: {e}"))
@@ -435,8 +449,7 @@ fn print_targets(view: &JobView) -> Result<(), String> {
 /// targets neither done nor failed are counted apart: those fetched to an outcome the store did
 /// not take (`2 not stored`: of the `outcomes` this run fetched, those the store does not show
 /// finished; none for a reused job, `None`), and those never run to an outcome (`6 not run`).
-pub fn summary(view: &JobView, c: Counts, outcomes: Option<usize>, elapsed: Duration) -> String {
-    let job = &view.job;
+pub fn summary(job: &Job, c: Counts, outcomes: Option<usize>, elapsed: Duration) -> String {
     let why = if job.error.is_empty() {
         String::new()
     } else {
@@ -478,7 +491,7 @@ fn submit_error(e: &SubmitError) -> String {
 
 #[cfg(test)]
 mod tests {
-    use rota::{Job, JobStatus, StoreError, TargetState, TargetStatus};
+    use rota::{Job, JobStatus, JobView, StoreError, TargetState, TargetStatus};
 
     use super::*;
 
@@ -549,7 +562,7 @@ mod tests {
         };
         assert_eq!(
             summary(
-                &view,
+                &view.job,
                 Counts::of(&view, Some(0)),
                 Some(4),
                 Duration::from_millis(1200)
