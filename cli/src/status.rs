@@ -70,10 +70,13 @@ pub async fn status(store: &StoreUrl, id: &str) -> Result<ExitCode, String> {
             )
         });
     };
-    let json =
-        serde_json::to_string_pretty(&view).map_err(|e| format!("encoding job {id}: {e}"))?;
-    let mut w = std::io::stdout().lock();
-    writeln!(w, "{json}")
+    // Written as it is encoded: a job of large pages is not held a second time as its text.
+    let mut w = std::io::BufWriter::new(std::io::stdout().lock());
+    serde_json::to_writer_pretty(&mut w, &view).map_err(|e| match e.io_error_kind() {
+        Some(_) => format!("writing stdout: {e}"),
+        None => format!("encoding job {id}: {e}"),
+    })?;
+    writeln!(w)
         .and_then(|()| w.flush())
         .map_err(|e| format!("writing stdout: {e}"))?;
     Ok(ExitCode::SUCCESS)
