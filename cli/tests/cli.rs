@@ -295,6 +295,74 @@ async fn rust_log_naming_a_module_of_the_http_stack_leaves_hosts_out_of_the_logs
     }
 }
 
+/// Every way the built-in fetcher fails — a redirect loop, a redirect off HTTP, an error
+/// status, busy until it gives up, a timeout, a body over the cap, a refused connection, a
+/// host that does not resolve — stores its error, and logs no host, even at `RUST_LOG=trace`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_failure_of_a_fetch_puts_its_host_in_the_logs() {
+    let s = common::start().await;
+    let env = Env::new();
+    // A port nothing listens on (bound, then let go).
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let urls = [
+        s.url("/loop"),
+        s.url("/to-ftp"),
+        s.url("/status/404"),
+        s.url("/always-busy"),
+        s.url("/sleep/5000"),
+        s.url("/big/5000"),
+        format!("http://127.0.0.1:{closed}/refused"),
+        "http://no-such-host.invalid/x".to_owned(),
+    ];
+    let f = env.file("t.json", &json_array(&urls));
+    let mut cmd = rota_cmd();
+    cmd.current_dir(env.dir.path())
+        .env("RUST_LOG", "trace")
+        .args([
+            "--store",
+            "memory",
+            "run",
+            "--retry-wait",
+            "10ms",
+            "--retry-for",
+            "50ms",
+        ])
+        .args(["--timeout", "300ms", "--max-body", "1KB"])
+        .arg(&f)
+        .timeout(LIMIT);
+    let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(code(&o), 1, "{err}");
+    assert!(err.contains("DEBUG"), "{err}");
+    let got = lines(&o);
+    assert_eq!(got.len(), urls.len(), "{err}");
+    // Each failed its own way (so each failure path ran) ...
+    let why = [
+        "too many redirects",
+        "a redirect to an address rota cannot fetch",
+        "HTTP 404",
+        "HTTP 503",
+        "timed out",
+        "body larger than",
+        "could not connect",
+        "could not connect",
+    ];
+    for (t, why) in got.iter().zip(why) {
+        assert_eq!(t.status, TargetState::Failed, "{t:?}");
+        assert!(t.error.contains(why), "{t:?}");
+    }
+    // ... and no log line does.
+    for host in ["127.0.0.1", "no-such-host", "files.example"] {
+        assert!(!err.contains(host), "{host} in the logs:\n{err}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_prints_one_json_line_per_target_in_idx_order_and_exits_0_when_all_are_done() {
     let s = common::start().await;
