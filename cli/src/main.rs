@@ -55,7 +55,29 @@ fn is_quiet(target: &str) -> bool {
     QUIET.contains(&krate)
 }
 
+/// What a panic prints on stderr in place of the default hook's text: where it happened, never
+/// its message, which may name a URL or a host (a fetch's panic, say, which the runner catches
+/// and stores as `internal error`; the default hook would print the message beside the logs).
+fn panic_note(info: &std::panic::PanicHookInfo<'_>) -> String {
+    let at = info
+        .location()
+        .map(|l| format!(" at {}:{}", l.file(), l.line()))
+        .unwrap_or_default();
+    format!("rota: a panic{at} (its message is not shown: it may name a URL)")
+}
+
 fn main() -> ExitCode {
+    std::panic::set_hook(Box::new(|info| {
+        // A backtrace, as the default hook gives one, when RUST_BACKTRACE asks: function names
+        // and source lines only.
+        let trace = std::backtrace::Backtrace::capture();
+        match trace.status() {
+            std::backtrace::BacktraceStatus::Captured => {
+                rota_cli::out::err(&format!("{}\n{trace}", panic_note(info)));
+            }
+            _ => rota_cli::out::err(&panic_note(info)),
+        }
+    }));
     let cli = match rota_cli::cli::Cli::from_env_and_args() {
         Ok(cli) => cli,
         Err(e) => {
@@ -115,6 +137,30 @@ mod tests {
     use tracing::{Level, event};
 
     use super::*;
+
+    /// A panic's note names where it happened and not what its message says.
+    #[test]
+    fn a_panics_note_leaves_its_message_out() {
+        static NOTE: Mutex<Option<String>> = Mutex::new(None);
+        let before = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|info| {
+            if let Ok(mut note) = NOTE.lock() {
+                *note = Some(panic_note(info));
+            }
+        }));
+        let line = line!() + 1;
+        let r = std::panic::catch_unwind(|| panic!("fetching https://secret.example/x"));
+        std::panic::set_hook(before);
+        assert!(r.is_err());
+        let note = NOTE.lock().ok().and_then(|mut n| n.take());
+        assert_eq!(
+            note,
+            Some(format!(
+                "rota: a panic at {}:{line} (its message is not shown: it may name a URL)",
+                file!()
+            ))
+        );
+    }
 
     /// What a subscriber with [`quieted`]`(env)` as its one layer's filter writes while
     /// `emit` runs, as text.
