@@ -32,6 +32,13 @@ pub enum SubmitError {
 }
 
 /// What went wrong in a store. Each backend maps its own errors into these variants.
+///
+/// The runner logs a store error's text (`Display`) with the job id it concerns; rota's logs
+/// never carry a URL, a host or a caller key, so a store's error text must not either: name
+/// the operation, the job id and counts, not a row's contents (a [`BatchStore`] of your own
+/// that builds an error from a target's URL would put it in the logs).
+///
+/// [`BatchStore`]: crate::BatchStore
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {

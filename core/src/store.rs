@@ -313,6 +313,8 @@ pub fn sweepable(status: JobStatus, lease: i64, now: i64, ttl_secs: i64) -> bool
 ///   it acknowledged is there, and no job or target is half-written. A file store is owned by one
 ///   process at a time ([`StoreError::InUse`]), and refuses a file that is not a rota store of
 ///   its schema version ([`StoreError::Corrupt`], [`StoreError::Version`]) without changing it.
+/// - **Errors** are logged by the runner: their text names no URL, host or caller key (see
+///   [`StoreError`]).
 #[async_trait]
 pub trait BatchStore: Send + Sync {
     /// Admits a job (see the contract): idempotency, caps and insert as one atomic operation.
