@@ -734,6 +734,10 @@ impl<'a> MakeWriter<'a> for LogBuf {
 
 /// Captures every `tracing` event at TRACE and above on this thread while it lives. Use it on
 /// a current-thread runtime, where the runner's tasks run on the test's thread.
+///
+/// When dropped (its test not already failing), it checks that no captured line holds a host
+/// of the test targets (`.example`, as [`url`] makes them): whatever a test makes fail — a
+/// fetch, a store call, a hook — no URL or host reaches the logs.
 pub struct LogCapture {
     /// What was captured.
     pub buf: LogBuf,
@@ -760,6 +764,21 @@ impl LogCapture {
             _guard: tracing::subscriber::set_default(sub),
             buf,
         }
+    }
+}
+
+impl Drop for LogCapture {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let text = self.buf.text();
+        let leaked: Vec<&str> = text.lines().filter(|l| l.contains(".example")).collect();
+        assert!(
+            leaked.is_empty(),
+            "a test target's host in the logs:\n{}",
+            leaked.join("\n")
+        );
     }
 }
 
