@@ -251,9 +251,10 @@ pub(crate) fn inspect(path: &Path) -> Result<(), StoreError> {
     // back to what the journal holds (no pages: a new store). A store in WAL mode with a
     // journal beside it is checked as any other.
     let pages = u64::from(be32(&head, 28));
+    let real = beside(path);
     let first_commit_cut_short =
-        head.get(18..20) == Some(&[1, 1][..]) && sidecar(path, "-journal").exists();
-    if !sidecar(path, "-wal").exists() && !first_commit_cut_short {
+        head.get(18..20) == Some(&[1, 1][..]) && sidecar(&real, "-journal").exists();
+    if !sidecar(&real, "-wal").exists() && !first_commit_cut_short {
         let want = pages.saturating_mul(page_size);
         if len < want {
             return Err(StoreError::Corrupt(format!(
@@ -277,7 +278,15 @@ fn be16(head: &[u8; 100], at: usize) -> u16 {
         .map_or(0, u16::from_be_bytes)
 }
 
-/// `path` with `suffix` appended to its file name (`-wal`, `-journal`).
+/// Where SQLite keeps the journal and write-ahead log of the database at `path`: beside the
+/// file, and through a symbolic link, beside the file it leads to (SQLite resolves links), not
+/// beside the link. `path` itself if it cannot be resolved (a file not made yet).
+fn beside(path: &Path) -> PathBuf {
+    path.canonicalize().unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// `path` with `suffix` appended to its file name (`-wal`, `-journal`). Give it the resolved
+/// path ([`beside`]).
 fn sidecar(path: &Path, suffix: &str) -> PathBuf {
     let mut s = OsString::from(path.as_os_str());
     s.push(suffix);
@@ -464,7 +473,7 @@ fn open_claimed(
 ) -> Result<(Connection, Tally), StoreError> {
     // A `-wal` that was there before this open holds another run's commits (a crash). While the
     // file is not yet known good, closing must not checkpoint those into it.
-    let had_wal = sidecar(path, "-wal").exists();
+    let had_wal = sidecar(&beside(path), "-wal").exists();
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;

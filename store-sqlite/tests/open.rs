@@ -483,6 +483,80 @@ async fn a_new_store_whose_first_commit_was_cut_short_opens_as_new() {
     assert_eq!(fs::read(&hot).unwrap(), journal, "the journal changed");
 }
 
+/// Opened through a symbolic link in another directory, a store's journal and write-ahead log
+/// are looked for where SQLite keeps them: beside the file the link leads to, not beside the
+/// link. A new store whose first commit was cut short opens as new through the link too (it
+/// was refused as truncated), and a store refused for the version its write-ahead log holds is
+/// left as it was, log included (the open through the link checkpointed the log into the file
+/// and removed it).
+#[tokio::test]
+async fn through_a_link_the_journal_and_log_are_looked_for_where_it_leads() {
+    let dir = tempfile::tempdir().unwrap();
+    let (link, path) = link_to_nothing(dir.path(), "via.db", "rota.db");
+    drop(SqliteStore::open(&path).unwrap());
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = DELETE", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "delete");
+    let page_size: u32 = conn
+        .query_row("PRAGMA page_size", [], |r| r.get(0))
+        .unwrap();
+    drop(conn);
+    let whole = fs::read(&path).unwrap();
+    // The first commit cut short after page 1, its hot journal beside the file (see
+    // `a_new_store_whose_first_commit_was_cut_short_opens_as_new`).
+    let mut journal = vec![0u8; 512];
+    journal[..8].copy_from_slice(&[0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7]);
+    journal[12..16].copy_from_slice(&0x1234_5678u32.to_be_bytes());
+    journal[20..24].copy_from_slice(&512u32.to_be_bytes());
+    journal[24..28].copy_from_slice(&page_size.to_be_bytes());
+    let mut hot = path.clone().into_os_string();
+    hot.push("-journal");
+    fs::write(&path, &whole[..page_size as usize]).unwrap();
+    fs::write(&hot, &journal).unwrap();
+    let store = SqliteStore::open(&link).unwrap_or_else(|e| panic!("through the link: {e}"));
+    assert!(store.job("j1").await.unwrap().is_none());
+    drop(store);
+    assert!(!Path::new(&hot).exists(), "the journal was rolled back");
+    fs::remove_file(&path).unwrap();
+
+    // A store whose write-ahead log holds a commit of another schema version (a newer rota
+    // that crashed): its file and log copied while that rota had it open.
+    let other = dir.path().join("other");
+    fs::create_dir(&other).unwrap();
+    let live = other.join("rota.db");
+    make_store(&live).await;
+    let conn = rusqlite::Connection::open(&live).unwrap();
+    conn.execute_batch(&format!(
+        "PRAGMA locking_mode = EXCLUSIVE; PRAGMA journal_mode = WAL; \
+         PRAGMA user_version = {};",
+        SCHEMA_VERSION + 1
+    ))
+    .unwrap();
+    let mut wal = path.clone().into_os_string();
+    wal.push("-wal");
+    fs::copy(&live, &path).unwrap();
+    fs::copy(other.join("rota.db-wal"), &wal).unwrap();
+    drop(conn);
+    let before = common::snapshot(path.parent().unwrap());
+    let err = SqliteStore::open(&link).expect_err("another schema version");
+    assert!(matches!(err, StoreError::Version { .. }), "{err}");
+    let after = common::snapshot(path.parent().unwrap());
+    let sizes = |files: &[(std::path::PathBuf, Vec<u8>)]| -> Vec<(String, usize)> {
+        files
+            .iter()
+            .map(|(p, b)| (p.display().to_string(), b.len()))
+            .collect()
+    };
+    assert!(
+        after == before,
+        "refusing {err} through the link changed the store: {:?} became {:?}",
+        sizes(&before),
+        sizes(&after)
+    );
+}
+
 /// The refusal of a SQLite file with rota's marks and what `ddl` makes.
 fn refused_marked(path: &Path, ddl: &str) -> StoreError {
     foreign_db(
