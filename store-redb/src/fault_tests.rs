@@ -52,18 +52,31 @@ impl StorageBackend for Failing {
     }
 }
 
+/// The database on `mem`, its writes failing per `countdown`.
+fn database(
+    mem: &Arc<InMemoryBackend>,
+    countdown: &Arc<AtomicU64>,
+) -> Result<redb::Database, redb::DatabaseError> {
+    Builder::new().create_with_backend(Failing {
+        mem: mem.clone(),
+        countdown: countdown.clone(),
+    })
+}
+
+/// A store on `mem`, opened again on it after an I/O error as a file store is on its file.
 fn open(mem: &Arc<InMemoryBackend>, countdown: &Arc<AtomicU64>) -> RedbStore {
-    let db = Builder::new()
-        .create_with_backend(Failing {
-            mem: mem.clone(),
-            countdown: countdown.clone(),
-        })
-        .unwrap();
-    RedbStore::from_db(db, &RedbOptions::default()).unwrap()
+    let db = database(mem, countdown).unwrap();
+    let (mem, countdown) = (mem.clone(), countdown.clone());
+    RedbStore::from_db(db, &RedbOptions::default())
+        .unwrap()
+        .reopened_by(Box::new(move || {
+            database(&mem, &countdown).map_err(crate::error::err("open store again"))
+        }))
 }
 
 const A: &str = "0000000000000000000000000000000a";
 const B: &str = "0000000000000000000000000000000b";
+const C: &str = "0000000000000000000000000000000c";
 
 fn new_job(id: &str, caller: &str, n: usize, now: i64) -> NewJob {
     NewJob {
@@ -115,7 +128,7 @@ async fn step(s: &dyn BatchStore, n: usize) -> Option<Result<(), rota_core::Stor
 }
 
 async fn same(a: &dyn BatchStore, b: &dyn BatchStore) -> bool {
-    for id in [A, B] {
+    for id in [A, B, C] {
         if a.job(id).await.unwrap() != b.job(id).await.unwrap()
             || a.targets(id).await.unwrap() != b.targets(id).await.unwrap()
         {
@@ -133,7 +146,7 @@ async fn a_write_failing_anywhere_leaves_a_consistent_store_with_every_acknowled
         let mem = Arc::new(InMemoryBackend::new());
         let countdown = Arc::new(AtomicU64::new(u64::MAX));
         let store = open(&mem, &countdown);
-        crate::open::init(store.db()).unwrap();
+        crate::open::init(store.slot().db().unwrap()).unwrap();
         countdown.store(budget, Ordering::SeqCst);
         let mut acked = 0;
         let mut failed = false;
@@ -173,5 +186,65 @@ async fn a_write_failing_anywhere_leaves_a_consistent_store_with_every_acknowled
             matched,
             "budget {budget}: step {acked} failed and left a state no prefix of the script has"
         );
+    }
+}
+
+/// After a write fails for an I/O error, redb refuses every later operation until the database
+/// is closed and opened again: the store does that itself, so once the disk takes writes again
+/// (space freed) the same store, not reopened by its owner, takes them, and holds what it
+/// should, in memory and in the file.
+#[tokio::test]
+async fn after_a_failed_write_the_store_takes_writes_again_once_the_disk_does() {
+    let c = new_job(C, "carol", 1, 20);
+    for budget in 0.. {
+        let mem = Arc::new(InMemoryBackend::new());
+        let countdown = Arc::new(AtomicU64::new(u64::MAX));
+        let store = open(&mem, &countdown);
+        crate::open::init(store.slot().db().unwrap()).unwrap();
+        countdown.store(budget, Ordering::SeqCst);
+        let mut acked = 0;
+        let mut failed = false;
+        while let Some(r) = step(&store, acked).await {
+            if r.is_err() {
+                failed = true;
+                break;
+            }
+            acked += 1;
+        }
+        if !failed {
+            return;
+        }
+        countdown.store(u64::MAX, Ordering::SeqCst);
+        let admitted = store.admit(&c, &CAPS).await.unwrap_or_else(|e| {
+            panic!("budget {budget}: the write after step {acked} failed: {e}")
+        });
+        assert_eq!(admitted, Admission::Created, "budget {budget}");
+        store
+            .verify()
+            .unwrap_or_else(|e| panic!("budget {budget}: {e}"));
+        let mut models = Vec::new();
+        for prefix in acked..=acked + 1 {
+            let model = MemoryStore::new();
+            for n in 0..prefix {
+                step(&model, n).await.unwrap().unwrap();
+            }
+            model.admit(&c, &CAPS).await.unwrap();
+            models.push(model);
+        }
+        let mut matched = false;
+        for model in &models {
+            matched |= same(&store, model).await;
+        }
+        assert!(
+            matched,
+            "budget {budget}: after step {acked} failed, then C"
+        );
+        drop(store);
+        let store = open(&mem, &countdown);
+        let mut matched = false;
+        for model in &models {
+            matched |= same(&store, model).await;
+        }
+        assert!(matched, "budget {budget}: the file, opened afresh");
     }
 }

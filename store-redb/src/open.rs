@@ -83,7 +83,11 @@ impl RedbStore {
         remove_stale_temps(&fs::canonicalize(path).unwrap_or_else(|_| path.to_owned()));
         drop(inspect(path, &[VERSION]).map_err(held_by_another(path))?);
         let db = open_db(path).map_err(held_by_another(path))?;
-        let mut store = RedbStore::from_db(db, &opts)?;
+        // After an I/O error redb refuses the database until it is opened again: as here.
+        let again = path.to_owned();
+        let mut store = RedbStore::from_db(db, &opts)?.reopened_by(Box::new(move || {
+            open_db(&again).map_err(held_by_another(&again))
+        }));
         store.claim = Some(claim);
         Ok(store)
     }

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -125,6 +125,17 @@ impl Default for RedbOptions {
 /// `interrupted`). So a lone worker pays two fsyncs per target; a submitting task or a second
 /// worker shares them (group commit, above).
 ///
+/// # After an I/O error
+///
+/// Once a read or write of its file fails (a full disk, a device error), redb refuses every
+/// later operation on the database until it is closed and opened again. The store does that
+/// itself: the next operation, meeting that refusal, closes the database, opens it again as
+/// [`open_with`](RedbStore::open_with) did (redb repairs what the failure left), reads the
+/// counts again from the file, and runs. So one failed write does not leave the store refusing
+/// every later one until the process restarts. If opening it again fails too (the file is
+/// gone), that operation fails, and the next one tries again. A store
+/// [`in_memory`](RedbStore::in_memory) is not opened again.
+///
 /// # Async
 ///
 /// redb is synchronous. Each operation is a short transaction (well under a millisecond of
@@ -134,7 +145,12 @@ impl Default for RedbOptions {
 /// length of its fsync, and that a second writer waits in the queue on its own thread; the
 /// runner has at most two workers, so that is a short, bounded wait.
 pub struct RedbStore {
-    db: Database,
+    /// The database, opened again in place after an I/O error (see [`RedbStore::reopen`]).
+    /// Every transaction runs under a read guard of it, so a reopen, under the write guard,
+    /// closes the old database only once nothing uses it.
+    db: RwLock<DbSlot>,
+    /// How to open the database again: `None` for a store in memory, which cannot be.
+    reopen: Option<Reopen>,
     durability: Durability,
     sync_every: u32,
     /// Commits since the last durable one, with [`Durability::None`].
@@ -148,6 +164,42 @@ pub struct RedbStore {
     /// The file's claim in this process, if the store is a file's; let go of only once the
     /// database (declared first) is closed.
     pub(crate) claim: Option<rota_core::claims::FileClaim>,
+}
+
+/// Opens a store's database again, as its open did (see [`RedbStore::reopen`]).
+pub(crate) type Reopen = Box<dyn Fn() -> Result<Database, StoreError> + Send + Sync>;
+
+/// A store's database, and how many times it was opened again.
+pub(crate) struct DbSlot {
+    /// `None` once an I/O error closed it and opening it again failed (tried again by the next
+    /// operation).
+    db: Option<Database>,
+    /// Opens since the store's own: an operation that meets the error of an earlier I/O
+    /// failure opens the database again only if no other did since it began.
+    opened: u64,
+}
+
+impl DbSlot {
+    /// The database, or the error of a store whose reopen failed.
+    pub(crate) fn db(&self) -> Result<&Database, StoreError> {
+        self.db.as_ref().ok_or_else(|| {
+            StoreError::backend(
+                "open store file again",
+                std::io::Error::other(
+                    "closed after an I/O error, and not yet opened again (the next operation \
+                     tries)",
+                ),
+            )
+        })
+    }
+}
+
+/// Whether `e` is redb's refusal after an earlier I/O failure: once a read or write of the file
+/// fails, redb refuses every later operation on the database (`PreviousIo`) until it is closed
+/// and opened again; the operation that met it touched nothing.
+fn previous_io(e: &StoreError) -> bool {
+    matches!(e, StoreError::Backend { source, .. }
+        if matches!(source.inner().downcast_ref::<redb::Error>(), Some(redb::Error::PreviousIo)))
 }
 
 /// Shows the settings and counts, never a row or a caller's name.
@@ -623,7 +675,11 @@ impl RedbStore {
     pub(crate) fn from_db(db: Database, opts: &RedbOptions) -> Result<Self, StoreError> {
         let tally = Tally::of(&db)?;
         Ok(RedbStore {
-            db,
+            db: RwLock::new(DbSlot {
+                db: Some(db),
+                opened: 0,
+            }),
+            reopen: None,
             durability: opts.durability,
             sync_every: opts.sync_every,
             lazy_commits: AtomicU32::new(0),
@@ -655,8 +711,65 @@ impl RedbStore {
         self.tally.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(crate) fn db(&self) -> &Database {
-        &self.db
+    /// `self`, opened again by `reopen` after an I/O error ([`RedbStore::reopen`]).
+    pub(crate) fn reopened_by(mut self, reopen: Reopen) -> Self {
+        self.reopen = Some(reopen);
+        self
+    }
+
+    /// The database slot, under a read guard: a reopen waits for it.
+    pub(crate) fn slot(&self) -> std::sync::RwLockReadGuard<'_, DbSlot> {
+        self.db.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` on the database. If redb refuses it for an earlier I/O failure (a full disk, a
+    /// device error: redb then refuses everything until the database is closed and opened
+    /// again), the database is opened again and `f` runs once more: one failed write does not
+    /// leave the store refusing every later one until the process restarts. A store in memory
+    /// is not opened again (its data would be gone): the refusal stands.
+    fn on_db<T>(
+        &self,
+        mut f: impl FnMut(&Database) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let seen = {
+            let slot = self.slot();
+            if let Some(db) = slot.db.as_ref() {
+                match f(db) {
+                    Err(e) if previous_io(&e) && self.reopen.is_some() => {}
+                    done => return done,
+                }
+            }
+            slot.opened
+        };
+        self.reopen(seen)?;
+        let slot = self.slot();
+        f(slot.db()?)
+    }
+
+    /// Closes the database and opens it again, as its open did, unless another operation did
+    /// since open number `seen`; the counts are read again from the file (a write whose commit
+    /// failed may be in it all the same: redb says a failed commit may have become durable).
+    /// Under the write guard, so no transaction is running; on failure the slot is left
+    /// empty, and the next operation tries again.
+    fn reopen(&self, seen: u64) -> Result<(), StoreError> {
+        let Some(open) = &self.reopen else {
+            return self.slot().db().map(drop);
+        };
+        let mut slot = self.db.write().unwrap_or_else(PoisonError::into_inner);
+        if slot.opened != seen && slot.db.is_some() {
+            return Ok(());
+        }
+        if let Some(old) = slot.db.take() {
+            // Its file and lock are let go even if closing fails (it failed already).
+            drop(old.close());
+        }
+        slot.opened = slot.opened.wrapping_add(1);
+        let db = open()?;
+        let tally = Tally::of(&db)?;
+        let _published = self.published();
+        *self.tally_lock() = tally;
+        slot.db = Some(db);
+        Ok(())
     }
 
     /// The durability this store was opened with.
@@ -688,23 +801,31 @@ impl RedbStore {
     /// Commits `batch` in one transaction; if that fails (an error or a panic), each operation
     /// in one of its own, so that a failure, a panic too, belongs to its operation alone.
     pub(crate) fn commit_batch(&self, batch: &mut [Queued<Op>]) -> Vec<Result<(), StoreError>> {
-        if batch.len() > 1 && guarded(|| self.commit(batch.iter_mut().map(|q| &mut q.op))).is_ok() {
-            return batch.iter().map(|_| Ok(())).collect();
+        if batch.len() > 1 {
+            let mut ops: Vec<&mut Op> = batch.iter_mut().map(|q| &mut q.op).collect();
+            if guarded(|| self.commit(&mut ops)).is_ok() {
+                return batch.iter().map(|_| Ok(())).collect();
+            }
         }
         batch
             .iter_mut()
-            .map(|q| guarded(|| self.commit(std::iter::once(&mut q.op))))
+            .map(|q| guarded(|| self.commit(&mut [&mut q.op])))
             .collect()
     }
 
     /// Runs `ops` one after another in one write transaction and commits it, durably unless the
-    /// store was opened with [`Durability::None`]; nothing changed, or an error, aborts it.
-    fn commit<'o>(&self, ops: impl Iterator<Item = &'o mut Op>) -> Result<(), StoreError> {
-        let mut txn = self.db.begin_write().map_err(err("begin write"))?;
+    /// store was opened with [`Durability::None`]; nothing changed, or an error, aborts it
+    /// (opened again first if an earlier I/O failure left it refusing: see [`Self::on_db`]).
+    fn commit(&self, ops: &mut [&mut Op]) -> Result<(), StoreError> {
+        self.on_db(|db| self.commit_on(db, ops))
+    }
+
+    fn commit_on(&self, db: &Database, ops: &mut [&mut Op]) -> Result<(), StoreError> {
+        let mut txn = db.begin_write().map_err(err("begin write"))?;
         let mut changed = false;
         let delta = {
             let mut t = Tables::open(&txn, &self.tally)?;
-            for op in ops {
+            for op in ops.iter_mut() {
                 changed |= (op.run)(&mut t)?;
             }
             t.delta
@@ -737,10 +858,9 @@ impl RedbStore {
 
     fn read<T>(
         &self,
-        f: impl FnOnce(&ReadTransaction) -> Result<T, StoreError>,
+        f: impl Fn(&ReadTransaction) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let txn = self.db.begin_read().map_err(err("begin read"))?;
-        f(&txn)
+        self.on_db(|db| f(&db.begin_read().map_err(err("begin read"))?))
     }
 
     fn admit_sync(&self, job: &NewJob, caps: &Caps) -> Result<Admission, StoreError> {

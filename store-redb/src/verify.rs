@@ -32,11 +32,13 @@ impl RedbStore {
     /// exactly the jobs they should. [`StoreError::Corrupt`] names the first disagreement. For
     /// tools and tests: it reads everything.
     pub fn verify(&self) -> Result<Verified, StoreError> {
-        // The snapshot and the counts of one moment: no commit between the two.
+        // The snapshot and the counts of one moment: no commit between the two. (The database
+        // first, then `published`, as a commit takes them.)
+        let slot = self.slot();
         let (txn, counted) = {
             let _published = self.published();
             (
-                self.db().begin_read().map_err(err("begin read"))?,
+                slot.db()?.begin_read().map_err(err("begin read"))?,
                 self.tally(),
             )
         };
