@@ -103,6 +103,8 @@ struct Inner {
     /// Workers between arming `wake` and waking from it: a change that may give them work
     /// notifies only while this is not 0 (see [`Inner::wake_idle`]).
     idle: AtomicUsize,
+    /// How many jobs [`State::cancelled_in_flight`] holds.
+    cancelled_in_flight: AtomicUsize,
     cancel: CancellationToken,
     closing: AtomicBool,
     /// The clock has panicked: later panics are logged at debug (see [`unix_now`]).
@@ -277,6 +279,25 @@ struct State {
     /// machine knows it. A cancel of one waits for its registration (see [`Runner::cancel`]).
     /// Keyed by [`registering_key`], with how many submits hold the key.
     registering: HashMap<u64, u32, BuildHasherDefault<KeyHasher>>,
+    /// The cancelled jobs whose target in flight is not yet stored: terminal in the store, so
+    /// evictable, but that target "finishes and is stored" (SPEC §5). An evict waits until
+    /// none is left but the job whose target was just stored (see [`Inner::evict`]).
+    /// Mirrored in [`Inner::cancelled_in_flight`] for a look without the lock.
+    cancelled_in_flight: HashSet<JobKey, BuildHasherDefault<KeyHasher>>,
+}
+
+impl State {
+    /// Forgets job `key`'s caller, lost outcomes and cancelled target in flight: the machine
+    /// let go of it.
+    fn let_go(&mut self, inner: &Inner, key: JobKey) {
+        self.callers.remove(key);
+        self.lost.remove(&key);
+        if self.cancelled_in_flight.remove(&key) {
+            inner
+                .cancelled_in_flight
+                .store(self.cancelled_in_flight.len(), Ordering::SeqCst);
+        }
+    }
 }
 
 impl std::fmt::Debug for Runner {
@@ -345,11 +366,13 @@ impl Runner {
                 callers: Callers::default(),
                 lost: HashSet::default(),
                 registering: HashMap::default(),
+                cancelled_in_flight: HashSet::default(),
             }),
             wake: Notify::new(),
             registered: Notify::new(),
             awaiting_registration: AtomicUsize::new(0),
             idle: AtomicUsize::new(0),
+            cancelled_in_flight: AtomicUsize::new(0),
             cancel: CancellationToken::new(),
             closing: AtomicBool::new(false),
             clock_warned,
@@ -518,11 +541,15 @@ impl Runner {
                     Awaiting(&inner.awaiting_registration)
                 } else {
                     let c = st.machine.cancel(id, inner.mono());
-                    if let (Some(c), Some(key)) = (&c, key)
-                        && !c.inflight
-                    {
-                        st.callers.remove(key);
-                        st.lost.remove(&key);
+                    if let (Some(c), Some(key)) = (&c, key) {
+                        if c.inflight {
+                            st.cancelled_in_flight.insert(key);
+                            inner
+                                .cancelled_in_flight
+                                .store(st.cancelled_in_flight.len(), Ordering::SeqCst);
+                        } else {
+                            st.let_go(inner, key);
+                        }
                     }
                     inner.drain(&mut st);
                     // Counted under the lock that cancelled the job (so the machine was
@@ -1203,11 +1230,7 @@ impl Inner {
 
         if store.is_final() {
             self.hook(|h| h.target(fetched.err.as_ref(), elapsed, fetched.result_bytes));
-            match self.store().evict(self.cfg.max_bytes).await {
-                Ok(0) => {}
-                Ok(n) => debug!(jobs = n, "evicted terminal jobs over the byte budget"),
-                Err(e) => warn!(job = %d.id, error = %e, "store: evict failed"),
-            }
+            self.evict(&d).await;
         }
         if let Some(t) = &terminal {
             self.report_terminal(t);
@@ -1223,8 +1246,7 @@ impl Inner {
             let now = self.mono();
             let r = st.machine.handle_stored(d.key, now);
             if !st.machine.contains(d.key) {
-                st.callers.remove(d.key);
-                st.lost.remove(&d.key);
+                st.let_go(self, d.key);
             }
             self.drain(&mut st);
             (r, self.dispatch(&mut st, now, cancel))
@@ -1242,6 +1264,31 @@ impl Inner {
         }
         self.wake_idle();
         next
+    }
+
+    /// Evicts terminal jobs down to the byte budget, after target `d` was stored (SPEC §7);
+    /// not while a cancelled job other than `d`'s has its target in flight: that job is
+    /// terminal, so evictable, but its target "finishes and is stored" (SPEC §5), which it
+    /// could not be in a job deleted meanwhile. Then the evict waits for the next stored
+    /// target, that one's at the latest.
+    async fn evict(&self, d: &Dispatch) {
+        if self.cancelled_in_flight.load(Ordering::SeqCst) > 0 {
+            let others = self
+                .lock()
+                .cancelled_in_flight
+                .iter()
+                .filter(|k| **k != d.key)
+                .count();
+            if others > 0 {
+                debug!(job = %d.id, idx = d.idx, jobs = others, "evict waits for a cancelled job's target in flight");
+                return;
+            }
+        }
+        match self.store().evict(self.cfg.max_bytes).await {
+            Ok(0) => {}
+            Ok(n) => debug!(jobs = n, "evicted terminal jobs over the byte budget"),
+            Err(e) => warn!(job = %d.id, error = %e, "store: evict failed"),
+        }
     }
 
     /// Marks the target running and fetches it, catching a panic; the fetch gets a clone of

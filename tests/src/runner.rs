@@ -175,6 +175,7 @@ macro_rules! runner_tests {
                 a_panicking_clock_is_logged_and_the_system_clock_answers,
                 a_panicking_hook_is_logged_at_warn_without_its_value,
                 failing_sweep_and_evict_are_logged_at_warn_and_survived,
+                evict_leaves_a_cancelled_job_until_its_target_in_flight_is_stored,
                 no_log_line_carries_a_url_host_or_caller_key,
             ]
         }
@@ -4185,6 +4186,59 @@ pub async fn evict_runs_after_every_stored_target_not_only_at_a_jobs_end(
     })
     .await?;
     r.close().await
+}
+
+/// SPEC §5 beside §7: a cancelled job's target in flight finishes and is stored even under a
+/// budget that evicts every terminal job. The store evicts oldest first, so the evict after
+/// another job's stored target waits while the cancelled job (terminal, but with its target
+/// in flight) would go first; the evict after that target is stored deletes both. No outcome
+/// is lost to a job deleted under it (the runner would warn `store: target missing, outcome
+/// not stored`).
+pub async fn evict_leaves_a_cancelled_job_until_its_target_in_flight_is_stored(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let logs = LogCapture::start();
+    let cfg = Config {
+        max_bytes: 1,
+        workers: 2,
+        ..config()
+    };
+    let r = rig(store, Probe::new(), cfg).await?;
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 2).await?;
+    r.started(&url("a", 0), 1).await?;
+    assert!(
+        r.runner.cancel(&a).await,
+        "a is cancelled with a0 in flight"
+    );
+    let b = r.submit("bob", "b", 1).await?;
+    // b's end is reported after the evict that follows its stored target.
+    until("b is reported done", || {
+        r.hooks.count(JobOutcome::Done) == 1
+    })
+    .await?;
+    assert_eq!(
+        r.view(&b).await?.job.status,
+        JobStatus::Done,
+        "the evict after b0 waits for a0"
+    );
+    let v = r.view(&a).await?;
+    assert_eq!(v.job.status, JobStatus::Cancelled);
+    assert_eq!(
+        states(&v),
+        [TargetState::Running, TargetState::Pending],
+        "a is kept while a0 is in flight"
+    );
+    r.probe.release(&url("a", 0));
+    until("a and b are evicted once a0 is stored", || {
+        matches!(block_on(r.store.job(&a)), Ok(None))
+            && matches!(block_on(r.store.job(&b)), Ok(None))
+    })
+    .await?;
+    r.close().await?;
+    let lost = logs.buf.warns_with("target missing");
+    assert!(lost.is_empty(), "an outcome was not stored: {lost:?}");
+    Ok(())
 }
 
 /// [`Hooks`] that read the store as they are called: for `job` (a terminal outcome) the status
