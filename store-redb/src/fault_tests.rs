@@ -139,24 +139,34 @@ async fn same(a: &dyn BatchStore, b: &dyn BatchStore) -> bool {
         && a.live_jobs(None).await.unwrap() == b.live_jobs(None).await.unwrap()
 }
 
+/// A new store whose writes fail once `budget` writes are made, run through the script until a
+/// step fails or the script ends: its memory, countdown and store, how many steps were
+/// acknowledged, and whether one failed.
+async fn run_with_budget(
+    budget: u64,
+) -> (Arc<InMemoryBackend>, Arc<AtomicU64>, RedbStore, usize, bool) {
+    let mem = Arc::new(InMemoryBackend::new());
+    let countdown = Arc::new(AtomicU64::new(u64::MAX));
+    let store = open(&mem, &countdown);
+    crate::open::init(store.slot().db().unwrap()).unwrap();
+    countdown.store(budget, Ordering::SeqCst);
+    let mut acked = 0;
+    let mut failed = false;
+    while let Some(r) = step(&store, acked).await {
+        if r.is_err() {
+            failed = true;
+            break;
+        }
+        acked += 1;
+    }
+    (mem, countdown, store, acked, failed)
+}
+
 #[tokio::test]
 async fn a_write_failing_anywhere_leaves_a_consistent_store_with_every_acknowledged_op() {
     let mut failed_steps = std::collections::BTreeSet::new();
     for budget in 0.. {
-        let mem = Arc::new(InMemoryBackend::new());
-        let countdown = Arc::new(AtomicU64::new(u64::MAX));
-        let store = open(&mem, &countdown);
-        crate::open::init(store.slot().db().unwrap()).unwrap();
-        countdown.store(budget, Ordering::SeqCst);
-        let mut acked = 0;
-        let mut failed = false;
-        while let Some(r) = step(&store, acked).await {
-            if r.is_err() {
-                failed = true;
-                break;
-            }
-            acked += 1;
-        }
+        let (mem, countdown, store, acked, failed) = run_with_budget(budget).await;
         drop(store);
         if !failed {
             // Every step failed at least once, at some write of its own: each is a durable
@@ -197,20 +207,7 @@ async fn a_write_failing_anywhere_leaves_a_consistent_store_with_every_acknowled
 async fn after_a_failed_write_the_store_takes_writes_again_once_the_disk_does() {
     let c = new_job(C, "carol", 1, 20);
     for budget in 0.. {
-        let mem = Arc::new(InMemoryBackend::new());
-        let countdown = Arc::new(AtomicU64::new(u64::MAX));
-        let store = open(&mem, &countdown);
-        crate::open::init(store.slot().db().unwrap()).unwrap();
-        countdown.store(budget, Ordering::SeqCst);
-        let mut acked = 0;
-        let mut failed = false;
-        while let Some(r) = step(&store, acked).await {
-            if r.is_err() {
-                failed = true;
-                break;
-            }
-            acked += 1;
-        }
+        let (mem, countdown, store, acked, failed) = run_with_budget(budget).await;
         if !failed {
             return;
         }

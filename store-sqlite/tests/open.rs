@@ -424,6 +424,34 @@ async fn a_truncated_store_is_refused_unchanged() {
     }
 }
 
+/// A new store at `path` as its first commit (the schema) leaves it, in rollback-journal
+/// mode as it is made: the file's bytes, and its page size.
+fn first_commit_at(path: &Path) -> (Vec<u8>, u32) {
+    drop(SqliteStore::open(path).unwrap());
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = DELETE", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "delete");
+    let page_size: u32 = conn
+        .query_row("PRAGMA page_size", [], |r| r.get(0))
+        .unwrap();
+    drop(conn);
+    (fs::read(path).unwrap(), page_size)
+}
+
+/// The rollback journal of a transaction on a file of no pages, for pages of `page_size`: its
+/// header alone (magic, no page records, a nonce, the original size of 0 pages, sector and page
+/// size), one sector long.
+fn empty_file_journal(page_size: u32) -> Vec<u8> {
+    let mut journal = vec![0u8; 512];
+    journal[..8].copy_from_slice(&[0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7]);
+    journal[12..16].copy_from_slice(&0x1234_5678u32.to_be_bytes());
+    journal[20..24].copy_from_slice(&512u32.to_be_bytes());
+    journal[24..28].copy_from_slice(&page_size.to_be_bytes());
+    journal
+}
+
 /// A new store whose first commit a crash cut short: SQLite writes the schema's pages after its
 /// rollback journal (which for a new file records only its size, none), page 1 first with the
 /// final header; killed partway, it leaves a file shorter than its header says and a hot
@@ -433,30 +461,13 @@ async fn a_truncated_store_is_refused_unchanged() {
 async fn a_new_store_whose_first_commit_was_cut_short_opens_as_new() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rota.db");
-    drop(SqliteStore::open(&path).unwrap());
-    // The schema as the first commit writes it: in rollback-journal mode, as it is made.
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    let mode: String = conn
-        .query_row("PRAGMA journal_mode = DELETE", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(mode, "delete");
-    let page_size: u32 = conn
-        .query_row("PRAGMA page_size", [], |r| r.get(0))
-        .unwrap();
-    drop(conn);
-    let whole = fs::read(&path).unwrap();
+    let (whole, page_size) = first_commit_at(&path);
     assert!(
         whole.len() >= 3 * page_size as usize,
         "{} bytes",
         whole.len()
     );
-    // The journal of a transaction on a file of no pages: its header alone (magic, no page
-    // records, a nonce, the original size of 0 pages, sector and page size), one sector long.
-    let mut journal = vec![0u8; 512];
-    journal[..8].copy_from_slice(&[0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7]);
-    journal[12..16].copy_from_slice(&0x1234_5678u32.to_be_bytes());
-    journal[20..24].copy_from_slice(&512u32.to_be_bytes());
-    journal[24..28].copy_from_slice(&page_size.to_be_bytes());
+    let journal = empty_file_journal(page_size);
     let mut hot = path.clone().into_os_string();
     hot.push("-journal");
     for keep in [1, 2] {
@@ -493,24 +504,10 @@ async fn a_new_store_whose_first_commit_was_cut_short_opens_as_new() {
 async fn through_a_link_the_journal_and_log_are_looked_for_where_it_leads() {
     let dir = tempfile::tempdir().unwrap();
     let (link, path) = link_to_nothing(dir.path(), "via.db", "rota.db");
-    drop(SqliteStore::open(&path).unwrap());
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    let mode: String = conn
-        .query_row("PRAGMA journal_mode = DELETE", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(mode, "delete");
-    let page_size: u32 = conn
-        .query_row("PRAGMA page_size", [], |r| r.get(0))
-        .unwrap();
-    drop(conn);
-    let whole = fs::read(&path).unwrap();
+    let (whole, page_size) = first_commit_at(&path);
     // The first commit cut short after page 1, its hot journal beside the file (see
     // `a_new_store_whose_first_commit_was_cut_short_opens_as_new`).
-    let mut journal = vec![0u8; 512];
-    journal[..8].copy_from_slice(&[0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7]);
-    journal[12..16].copy_from_slice(&0x1234_5678u32.to_be_bytes());
-    journal[20..24].copy_from_slice(&512u32.to_be_bytes());
-    journal[24..28].copy_from_slice(&page_size.to_be_bytes());
+    let journal = empty_file_journal(page_size);
     let mut hot = path.clone().into_os_string();
     hot.push("-journal");
     fs::write(&path, &whole[..page_size as usize]).unwrap();
