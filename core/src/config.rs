@@ -323,6 +323,18 @@ mod tests {
         assert_eq!((c.ttl_secs(), c.jobs_total, c.max_bytes), (5, 3, 10));
     }
 
+    /// A set per-caller cap is kept, like every other set field (its default, 1, is what a
+    /// mutant that ignores it would give).
+    #[test]
+    fn a_set_jobs_per_caller_is_kept() {
+        let c = Config {
+            jobs_per_caller: 3,
+            ..Config::default()
+        };
+        assert_eq!(c.effective_jobs_per_caller(), 3);
+        assert_eq!(c.normalized().jobs_per_caller, 3);
+    }
+
     #[test]
     fn system_clock_is_after_2020() {
         assert!(SystemClock.now_unix() > 1_577_836_800);

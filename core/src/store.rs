@@ -684,6 +684,147 @@ mod tests {
         );
     }
 
+    /// A done target's result counts in its bytes (SPEC §6: url, options, result, error, hint).
+    #[test]
+    fn n_bytes_counts_the_result_of_a_done_target() {
+        let mut row = TargetRow::pending(0, "https://example.com/a", "{}");
+        row.apply(&TargetWrite::Done {
+            result: r#"{"content":"x"}"#.into(),
+        });
+        assert_eq!(row.n_bytes(), 21 + 2 + 15);
+    }
+
+    /// A store whose every answer is made from its arguments: to see that `Arc<S>` forwards
+    /// each call with its arguments, and gives back the answer of `S`.
+    struct Echo;
+
+    #[async_trait]
+    impl BatchStore for Echo {
+        async fn admit(&self, job: &NewJob, caps: &Caps) -> Result<Admission, StoreError> {
+            Ok(Admission::TooManyTargets {
+                max: caps.targets_per_job,
+                got: job.targets.len(),
+            })
+        }
+        async fn job(&self, id: &str) -> Result<Option<JobRow>, StoreError> {
+            Ok(Some(JobRow {
+                id: id.into(),
+                ..row(0)
+            }))
+        }
+        async fn targets(&self, id: &str) -> Result<Vec<TargetRow>, StoreError> {
+            Ok(vec![TargetRow::pending(0, id, "{}")])
+        }
+        // Not the default view: an `Arc` must forward to this one.
+        async fn view(&self, id: &str) -> Result<Option<(JobRow, Vec<TargetRow>)>, StoreError> {
+            let job = JobRow {
+                id: id.into(),
+                ..row(7)
+            };
+            Ok(Some((job, Vec::new())))
+        }
+        async fn start_target(
+            &self,
+            id: &str,
+            idx: usize,
+            now: i64,
+        ) -> Result<Option<TargetRow>, StoreError> {
+            Ok(Some(TargetRow::pending(idx, id, now.to_string())))
+        }
+        async fn finish_target(
+            &self,
+            id: &str,
+            idx: usize,
+            write: &TargetWrite,
+            now: i64,
+            finish: Option<JobStatus>,
+        ) -> Result<bool, StoreError> {
+            Ok(id == "a"
+                && idx == 1
+                && *write == TargetWrite::Pending
+                && now == 2
+                && finish == Some(JobStatus::Done))
+        }
+        async fn set_status(
+            &self,
+            id: &str,
+            status: JobStatus,
+            error: &str,
+            now: i64,
+        ) -> Result<bool, StoreError> {
+            Ok(id == "a" && status == JobStatus::Failed && error == "e" && now == 2)
+        }
+        async fn touch(&self, id: &str, now: i64) -> Result<bool, StoreError> {
+            Ok(id == "a" && now == 2)
+        }
+        async fn sweep(&self, now: i64, ttl_secs: i64) -> Result<usize, StoreError> {
+            Ok(usize::try_from(now - ttl_secs).unwrap())
+        }
+        async fn evict(&self, max_bytes: u64) -> Result<usize, StoreError> {
+            Ok(usize::try_from(max_bytes).unwrap())
+        }
+        async fn recover(&self, error: &str, now: i64) -> Result<usize, StoreError> {
+            Ok(error.len() + usize::try_from(now).unwrap())
+        }
+        async fn live_jobs(&self, caller: Option<&str>) -> Result<usize, StoreError> {
+            Ok(caller.map_or(9, str::len))
+        }
+        async fn total_bytes(&self) -> Result<u64, StoreError> {
+            Ok(11)
+        }
+    }
+
+    #[test]
+    fn an_arc_of_a_store_forwards_every_call_and_its_answer() {
+        let shared = std::sync::Arc::new(Echo);
+        // The `BatchStore` impl of `Arc<Echo>`, not of `Echo`.
+        let s: &dyn BatchStore = &shared;
+        let new = NewJob {
+            id: "a".repeat(32),
+            caller: "c".into(),
+            class: CallerClass::Fleet,
+            idem_key: "k".into(),
+            targets: vec![("u".into(), "{}".into()); 3],
+            now: 5,
+        };
+        let caps = Caps {
+            targets_per_job: 2,
+            jobs_per_caller: 1,
+            jobs_total: 1,
+            ttl_secs: 1,
+        };
+        assert_eq!(
+            now(s.admit(&new, &caps)).unwrap(),
+            Admission::TooManyTargets { max: 2, got: 3 }
+        );
+        assert_eq!(now(s.job("x")).unwrap().map(|j| j.id), Some("x".into()));
+        let targets = now(s.targets("x")).unwrap();
+        assert_eq!(targets, [TargetRow::pending(0, "x", "{}")]);
+        let (job, targets) = now(s.view("x")).unwrap().unwrap();
+        assert_eq!(
+            (job.id.as_str(), job.targets_done, targets.len()),
+            ("x", 7, 0)
+        );
+        assert_eq!(
+            now(s.start_target("x", 4, 6)).unwrap(),
+            Some(TargetRow::pending(4, "x", "6"))
+        );
+        let pending = TargetWrite::Pending;
+        let done = Some(JobStatus::Done);
+        assert!(now(s.finish_target("a", 1, &pending, 2, done)).unwrap());
+        assert!(!now(s.finish_target("a", 0, &pending, 2, done)).unwrap());
+        assert!(now(s.set_status("a", JobStatus::Failed, "e", 2)).unwrap());
+        assert!(!now(s.set_status("a", JobStatus::Failed, "e", 3)).unwrap());
+        assert!(now(s.touch("a", 2)).unwrap());
+        assert!(!now(s.touch("b", 2)).unwrap());
+        assert_eq!(now(s.sweep(10, 3)).unwrap(), 7);
+        assert_eq!(now(s.evict(5)).unwrap(), 5);
+        assert_eq!(now(s.recover("abc", 4)).unwrap(), 7);
+        assert_eq!(now(s.live_jobs(None)).unwrap(), 9);
+        assert_eq!(now(s.live_jobs(Some("ab"))).unwrap(), 2);
+        assert_eq!(now(s.total_bytes()).unwrap(), 11);
+    }
+
     #[test]
     fn n_bytes_counts_every_text_column() {
         let mut row = TargetRow::pending(0, "abc", "{}");

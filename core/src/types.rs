@@ -364,6 +364,20 @@ mod tests {
         assert_eq!(serde_json::from_str::<Options>(&s).unwrap(), all);
     }
 
+    /// `to_json` and `from_json` (what the stores hold in the options column) write and read
+    /// set options, not only the default ones they shortcut.
+    #[test]
+    fn set_options_round_trip_through_to_json_and_from_json() {
+        let o = Options {
+            mode: "text".into(),
+            context: Some(false),
+            ..Options::default()
+        };
+        let json = o.to_json();
+        assert_eq!(json, r#"{"mode":"text","context":false}"#);
+        assert_eq!(Options::from_json(&json).unwrap(), o);
+    }
+
     #[test]
     fn target_serializes_url_then_options() {
         let t = Target {
@@ -459,6 +473,38 @@ mod tests {
             meta,
         };
         assert!(r.to_json().is_err());
+    }
+
+    /// Objects in meta nest as deep as arrays may: exactly `MAX_META_DEPTH` levels are stored
+    /// and read back, one more is refused.
+    #[test]
+    fn meta_objects_as_deep_as_can_be_read_back_are_stored_and_deeper_are_refused() {
+        let nested_objects = |levels: usize| {
+            let mut v = serde_json::Value::Null;
+            for _ in 0..levels {
+                let mut m = serde_json::Map::new();
+                m.insert("k".into(), v);
+                v = serde_json::Value::Object(m);
+            }
+            let mut meta = serde_json::Map::new();
+            meta.insert("o".into(), v);
+            TargetResult {
+                content: "c".into(),
+                meta,
+            }
+        };
+        let ok = nested_objects(MAX_META_DEPTH);
+        assert_eq!(TargetResult::from_json(&ok.to_json().unwrap()).unwrap(), ok);
+        assert!(nested_objects(MAX_META_DEPTH + 1).to_json().is_err());
+    }
+
+    /// Only done and failed targets count as finished (`targets_done`, SPEC §6).
+    #[test]
+    fn only_done_and_failed_targets_are_finished() {
+        assert!(!TargetState::Pending.is_finished());
+        assert!(!TargetState::Running.is_finished());
+        assert!(TargetState::Done.is_finished());
+        assert!(TargetState::Failed.is_finished());
     }
 
     #[test]

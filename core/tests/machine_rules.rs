@@ -996,6 +996,23 @@ fn contains_is_true_exactly_while_the_machine_holds_the_job() {
 }
 
 #[test]
+fn is_live_and_is_closed_hold_until_cancel_and_close() {
+    let mut h = Harness::new(1);
+    assert!(!h.machine.is_closed(), "a new machine is open");
+    h.submit("a", 2);
+    h.submit("b", 2);
+    assert!(h.machine.is_live("a") && h.machine.is_live("b"));
+    assert!(!h.machine.is_live("x"), "never submitted");
+    h.cancel("a");
+    assert!(!h.machine.is_live("a"));
+    assert!(h.machine.is_live("b"));
+    assert!(!h.machine.is_closed());
+    h.close();
+    assert!(h.machine.is_closed());
+    assert!(!h.machine.is_live("b"));
+}
+
+#[test]
 fn the_cursor_stays_after_a_served_job_that_waits_for_a_retry_while_an_earlier_job_returns() {
     // c is served and goes busy (it leaves the rotation); b, before c in submit order, comes
     // back from its own retry. The next dispatch is still the job after c: d, not b.
@@ -1117,4 +1134,19 @@ fn with_more_workers_than_two_the_rotation_passes_over_every_job_in_flight() {
     h.drive();
     h.assert_serial();
     assert_eq!(h.statuses().len(), 6);
+}
+
+#[test]
+fn a_dispatch_passes_over_the_next_job_in_the_rotation_while_it_is_in_flight() {
+    // Two workers: a0 and b0 go out, and b0 comes back first. The job after b (the one last
+    // served) is a, still in flight: the rotation passes over it, wraps, and serves b again.
+    let mut h = Harness::new(2);
+    h.submit("a", 2);
+    h.submit("b", 2);
+    h.poll(); // a0
+    h.poll(); // b0
+    h.complete("b");
+    assert_eq!(h.poll().map(|d| (d.id, d.idx)), Some(("b".into(), 1)));
+    h.drive();
+    h.assert_serial();
 }
