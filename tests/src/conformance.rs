@@ -85,6 +85,7 @@ macro_rules! conformance_tests {
                 sweep_deletes_terminal_jobs_whose_lease_is_older_than_ttl,
                 sweep_counts_from_the_latest_lease,
                 sweep_and_evict_never_delete_a_live_job,
+                sweep_passes_over_a_live_job_whose_lease_is_old,
                 evict_deletes_the_oldest_terminal_jobs_first,
                 evict_stops_as_soon_as_the_total_fits,
                 sweep_and_evict_change_nothing_when_nothing_is_due,
@@ -1091,6 +1092,32 @@ pub async fn sweep_and_evict_never_delete_a_live_job(store: &dyn BatchStore) -> 
     }
     assert_eq!(store.total_bytes().await?, live_bytes);
     assert_eq!(store.live_jobs(None).await?, 2);
+    Ok(())
+}
+
+/// A live job whose last activity (a touch, a stored target) is older than the cutoff is
+/// passed over by sweep, not a stop: the terminal jobs due after it are deleted all the same.
+/// (A store that takes its due jobs from the front of a lease order, up to the first that is
+/// not due, must keep the live jobs out of that order.)
+pub async fn sweep_passes_over_a_live_job_whose_lease_is_old(store: &dyn BatchStore) -> Check {
+    let queued = job_in(store, 1, "alice", "k1", JobStatus::Queued, T0).await?;
+    let running = job_in(store, 2, "alice", "k2", JobStatus::Running, T0).await?;
+    assert!(store.touch(&queued, T0 + 1).await?);
+    assert!(
+        store
+            .finish_target(&running, 0, &done("{}"), T0 + 1, None)
+            .await?
+    );
+    let ended = job_in(store, 3, "alice", "k3", JobStatus::Done, T0 + 2).await?;
+    assert_eq!(
+        store.sweep(T0 + 100, 10).await?,
+        1,
+        "the terminal job due after two live ones of older leases"
+    );
+    assert_eq!(store.job(&ended).await?, None);
+    for id in [&queued, &running] {
+        assert!(store.job(id).await?.is_some(), "live job {id} kept");
+    }
     Ok(())
 }
 
