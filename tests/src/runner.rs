@@ -87,6 +87,7 @@ macro_rules! runner_tests {
         $crate::runner_tests! { @gen [$($mode)*]
             mt[
                 submit_stores_the_job_queued_before_returning_and_keeps_the_caller_in_memory,
+                a_jobs_caller_is_let_go_once_the_job_has_ended,
                 submit_refuses_no_targets_before_anything_else,
                 submit_refuses_more_targets_than_targets_per_job,
                 submit_refuses_a_caller_at_jobs_per_caller,
@@ -150,6 +151,7 @@ macro_rules! runner_tests {
                 sweep_after_a_submit_deletes_expired_jobs_but_never_a_live_one,
                 evict_after_a_stored_target_deletes_terminal_jobs_but_never_a_live_one,
                 evict_runs_after_every_stored_target_not_only_at_a_jobs_end,
+                evict_runs_again_once_a_cancelled_jobs_target_in_flight_is_stored,
                 a_jobs_end_is_stored_before_the_hooks_report_it,
                 a_targets_hook_comes_before_the_evict_after_it,
                 a_stored_target_and_a_cancel_set_the_lease_to_their_time,
@@ -167,6 +169,7 @@ macro_rules! runner_tests {
                 a_failing_set_status_is_logged_at_warn_and_survived,
                 a_cancel_whose_status_write_fails_is_written_again_and_frees_the_cap,
                 a_status_write_that_keeps_failing_holds_up_no_other,
+                a_kept_write_that_fails_again_stays_kept_while_a_later_one_is_made,
                 a_kept_status_write_another_task_is_making_is_made_before_the_next_admit,
                 a_panicking_store_call_is_an_error_and_stops_no_worker,
                 close_never_waits_on_a_submit_whose_caller_stopped_polling,
@@ -1353,6 +1356,26 @@ pub async fn submit_stores_the_job_queued_before_returning_and_keeps_the_caller_
         b_targets.first(),
         "and its target, options and all"
     );
+    r.close().await
+}
+
+/// The caller is kept in memory only while the runner holds its job: once the job has ended
+/// the runner lets it go (only the fetch's own copy, kept by the probe, is left), so a
+/// long-running runner does not hold every caller it ever served.
+pub async fn a_jobs_caller_is_let_go_once_the_job_has_ended(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let r = rig(store, Probe::new(), config()).await?;
+    let a = r.submit("alice", "a", 1).await?;
+    assert_eq!(r.terminal(&a).await?.job.status, JobStatus::Done);
+    let Some(held) = r.probe.calls().first().map(|c| c.caller.clone()) else {
+        return Err(failure("a0 was fetched".into()));
+    };
+    // The probe's record and `held`: no other.
+    until("the runner has let alice's caller go", || {
+        Arc::strong_count(&held) == 2
+    })
+    .await?;
     r.close().await
 }
 
@@ -4241,6 +4264,44 @@ pub async fn evict_leaves_a_cancelled_job_until_its_target_in_flight_is_stored(
     Ok(())
 }
 
+/// SPEC §7 after §5: the evicts held back while a cancelled job's target was in flight run
+/// again once that target is stored: the job after it is evicted as it ends (a budget of 1
+/// byte), not kept for good.
+pub async fn evict_runs_again_once_a_cancelled_jobs_target_in_flight_is_stored(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let cfg = Config {
+        max_bytes: 1,
+        ..config()
+    };
+    let r = rig(store, Probe::new(), cfg).await?;
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 2).await?;
+    r.started(&url("a", 0), 1).await?;
+    assert!(
+        r.runner.cancel(&a).await,
+        "a is cancelled with a0 in flight"
+    );
+    r.probe.release(&url("a", 0));
+    until("a is evicted once a0 is stored", || {
+        matches!(block_on(r.store.job(&a)), Ok(None))
+    })
+    .await?;
+    // One worker: b0 starts only after the worker is done with a0.
+    let b = r.submit("bob", "b", 1).await?;
+    // b's end is reported after the evict that follows its stored target.
+    until("b is reported done", || {
+        r.hooks.count(JobOutcome::Done) == 1
+    })
+    .await?;
+    assert_eq!(
+        r.runner.status(&b).await?,
+        None,
+        "the evict after b0 deletes b: nothing holds it back any more"
+    );
+    r.close().await
+}
+
 /// [`Hooks`] that read the store as they are called: for `job` (a terminal outcome) the status
 /// the store holds for the job being watched, for `target` whether the store still holds it.
 struct StoreReader {
@@ -4925,6 +4986,45 @@ pub async fn a_status_write_that_keeps_failing_holds_up_no_other(
     assert!(
         c.is_ok(),
         "bob's cap is still held by the cancelled b: {c:?}"
+    );
+    Ok(())
+}
+
+/// A kept status write that fails again stays kept, in a round in which a write kept after it
+/// is made: once the store takes it again, the next round (before the next submit's admit)
+/// writes it, and the cap its job held is free for that admit.
+pub async fn a_kept_write_that_fails_again_stays_kept_while_a_later_one_is_made(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let (f, r, a) = one_job_per_caller_a_fetching(store).await?;
+    let b = r.submit("bob", "b", 2).await?;
+    f.fail_status_writes_of(&a);
+    assert!(r.runner.cancel(&a).await, "a was live");
+    f.fail(Op::SetStatus);
+    assert!(r.runner.cancel(&b).await, "b was live");
+    f.heal(Op::SetStatus);
+    // This submit's round: a's write fails again, b's is made.
+    let c = r.submit_targets("bob", targets("c", 1)).await;
+    let a_between = f.inner().job(&a).await?.map(|j| j.status);
+    f.heal_all();
+    // This one's round makes a's write, before its admit.
+    let d = r.submit_targets("alice", targets("d", 1)).await;
+    let a_after = f.inner().job(&a).await?.map(|j| j.status);
+    r.probe.release_all();
+    r.close().await?;
+    assert!(c.is_ok(), "b's cancel was written again: {c:?}");
+    assert!(
+        a_between.is_some_and(JobStatus::is_live),
+        "a's write was to fail again: {a_between:?}"
+    );
+    assert_eq!(
+        a_after,
+        Some(JobStatus::Cancelled),
+        "a's cancel, failed again, was dropped rather than kept"
+    );
+    assert!(
+        d.is_ok(),
+        "alice's cap is still held by the cancelled a: {d:?}"
     );
     Ok(())
 }
