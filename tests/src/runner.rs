@@ -4951,6 +4951,22 @@ pub async fn a_cancel_whose_status_write_fails_is_written_again_and_frees_the_ca
     Ok(())
 }
 
+/// [`one_job_per_caller_a_fetching`], then bob's job `b` of two targets, and both cancelled
+/// with their status writes kept: a's fail for good (until healed), b's first one failed, as in
+/// a blip of the whole store. The faulty store, the rig, a's and b's ids.
+async fn two_cancels_kept(
+    store: Arc<dyn BatchStore>,
+) -> Res<(Arc<FaultyStore<Shared>>, Rig, String, String)> {
+    let (f, r, a) = one_job_per_caller_a_fetching(store).await?;
+    let b = r.submit("bob", "b", 2).await?;
+    f.fail_status_writes_of(&a);
+    assert!(r.runner.cancel(&a).await, "a was live");
+    f.fail(Op::SetStatus);
+    assert!(r.runner.cancel(&b).await, "b was live");
+    f.heal(Op::SetStatus);
+    Ok((f, r, a, b))
+}
+
 /// A status write that keeps failing (a job whose row the store cannot write) holds up no
 /// other: a cancel of another job whose write failed once, kept behind it, is written the next
 /// time the runner makes its kept writes (here, before the next submit's admit), and its
@@ -4958,14 +4974,7 @@ pub async fn a_cancel_whose_status_write_fails_is_written_again_and_frees_the_ca
 pub async fn a_status_write_that_keeps_failing_holds_up_no_other(
     store: Arc<dyn BatchStore>,
 ) -> TestResult {
-    let (f, r, a) = one_job_per_caller_a_fetching(store).await?;
-    let b = r.submit("bob", "b", 2).await?;
-    // a's status writes fail for good; b's first one fails, as in a blip of the whole store.
-    f.fail_status_writes_of(&a);
-    assert!(r.runner.cancel(&a).await, "a was live");
-    f.fail(Op::SetStatus);
-    assert!(r.runner.cancel(&b).await, "b was live");
-    f.heal(Op::SetStatus);
+    let (f, r, a, b) = two_cancels_kept(store).await?;
     let c = r.submit_targets("bob", targets("c", 1)).await;
     let (a_left, b_after) = (
         f.inner().job(&a).await?.map(|j| j.status),
@@ -4996,13 +5005,7 @@ pub async fn a_status_write_that_keeps_failing_holds_up_no_other(
 pub async fn a_kept_write_that_fails_again_stays_kept_while_a_later_one_is_made(
     store: Arc<dyn BatchStore>,
 ) -> TestResult {
-    let (f, r, a) = one_job_per_caller_a_fetching(store).await?;
-    let b = r.submit("bob", "b", 2).await?;
-    f.fail_status_writes_of(&a);
-    assert!(r.runner.cancel(&a).await, "a was live");
-    f.fail(Op::SetStatus);
-    assert!(r.runner.cancel(&b).await, "b was live");
-    f.heal(Op::SetStatus);
+    let (f, r, a, _b) = two_cancels_kept(store).await?;
     // This submit's round: a's write fails again, b's is made.
     let c = r.submit_targets("bob", targets("c", 1)).await;
     let a_between = f.inner().job(&a).await?.map(|j| j.status);
