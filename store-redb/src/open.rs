@@ -45,7 +45,9 @@ impl RedbStore {
     ///
     /// A new store is built in a temporary file beside `path` (beside where it leads, if it is
     /// a symbolic link to nothing yet) and linked into place only once its meta table is
-    /// durable, so a crash never leaves a half-made store at `path` (the temporary file such a
+    /// durable (on a filesystem without hard links, moved there by a rename that never
+    /// replaces a file, on Linux: of two processes creating one store, both open the first's),
+    /// so a crash never leaves a half-made store at `path` (the temporary file such a
     /// crash leaves, `.NAME.rota-new-…`, a later open removes once it is a minute old). An
     /// existing file is checked before redb opens it for writing (which would change it): its
     /// first bytes must be redb's magic, and then it is opened through a copy-on-write view
@@ -285,15 +287,7 @@ fn create(path: &Path) -> Result<(), StoreError> {
         init(&db)?;
         db.close().map_err(err("close new store file"))
     })();
-    let linked = built.and_then(|()| match fs::hard_link(&tmp, path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-        // A filesystem without hard links: a rename, which a racing creator could overwrite
-        // with its own equally new, empty store, is the next best thing.
-        Err(_) if !path.exists() => fs::rename(&tmp, path)
-            .map_err(|e| StoreError::backend("move new store file into place", e)),
-        Err(e) => Err(StoreError::backend("link new store file into place", e)),
-    });
+    let linked = built.and_then(|()| place(&tmp, path, |a, b| fs::hard_link(a, b)));
     let _ = fs::remove_file(&tmp);
     linked?;
     // The link must survive a crash too; a directory that cannot be synced is no error.
@@ -301,6 +295,64 @@ fn create(path: &Path) -> Result<(), StoreError> {
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+/// Puts the complete new store `tmp` at `path` (by `link`, a hard link), unless another
+/// creator's is there first, which is then kept: the caller removes `tmp` either way. On a
+/// filesystem without hard links, by a rename that refuses to replace a file; only where the
+/// kernel or filesystem has no such rename either, by a plain rename after a look, which a
+/// creator racing this one could still overwrite with its own equally new, empty store (each
+/// would then hold a different file).
+fn place(
+    tmp: &Path,
+    path: &Path,
+    link: impl Fn(&Path, &Path) -> io::Result<()>,
+) -> Result<(), StoreError> {
+    let unlinked = match link(tmp, path) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
+        Err(e) => e,
+    };
+    match rename_noreplace(tmp, path) {
+        Renamed::Done | Renamed::Exists => Ok(()),
+        Renamed::Failed(e) => Err(StoreError::backend("move new store file into place", e)),
+        Renamed::Unsupported if !path.exists() => fs::rename(tmp, path)
+            .map_err(|e| StoreError::backend("move new store file into place", e)),
+        Renamed::Unsupported => Err(StoreError::backend(
+            "link new store file into place",
+            unlinked,
+        )),
+    }
+}
+
+/// What a rename that refuses to replace a file did.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+enum Renamed {
+    Done,
+    /// Something is at the new name: nothing was moved.
+    Exists,
+    /// The kernel or the filesystem has no such rename.
+    Unsupported,
+    Failed(io::Error),
+}
+
+/// Renames `from` to `to` unless something is at `to` (`renameat2` with `RENAME_NOREPLACE`).
+#[cfg(target_os = "linux")]
+fn rename_noreplace(from: &Path, to: &Path) -> Renamed {
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    use rustix::io::Errno;
+    match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+        Ok(()) => Renamed::Done,
+        Err(Errno::EXIST) => Renamed::Exists,
+        Err(Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP) => Renamed::Unsupported,
+        Err(e) => Renamed::Failed(e.into()),
+    }
+}
+
+/// Elsewhere no such rename is called on.
+#[cfg(not(target_os = "linux"))]
+fn rename_noreplace(_from: &Path, _to: &Path) -> Renamed {
+    Renamed::Unsupported
 }
 
 /// How old a temporary file of [`create`] must be before an open takes it for one a crash left
@@ -585,5 +637,62 @@ mod tests {
             .collect();
         assert_eq!(names, ["s.redb"]);
         drop(RedbStore::open(&path).unwrap());
+    }
+
+    /// A filesystem without hard links (FAT, some network mounts) refuses every link.
+    #[cfg(unix)]
+    fn no_links(_: &Path, _: &Path) -> io::Result<()> {
+        Err(io::Error::from(io::ErrorKind::PermissionDenied))
+    }
+
+    #[cfg(unix)]
+    fn ino(path: &Path) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        fs::metadata(path).unwrap().ino()
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn without_hard_links_a_new_store_is_moved_into_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tmp, path) = (dir.path().join("new"), dir.path().join("s.redb"));
+        fs::write(&tmp, b"new store").unwrap();
+        let made = ino(&tmp);
+        place(&tmp, &path, no_links).unwrap();
+        assert_eq!(ino(&path), made);
+        assert!(!tmp.exists());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn without_hard_links_a_creator_that_loses_the_race_keeps_the_winners_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.redb");
+        create(&path).unwrap();
+        let first = ino(&path);
+        // A second creator, its store made, finds the first one's in place: it keeps that one
+        // (a plain rename would have put its own there, under a store open on the first).
+        let tmp = dir.path().join("new");
+        fs::write(&tmp, b"second store").unwrap();
+        place(&tmp, &path, no_links).unwrap();
+        assert_eq!(ino(&path), first);
+        assert_eq!(fs::read(&tmp).unwrap(), b"second store");
+        drop(RedbStore::open(&path).unwrap());
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_rename_that_refuses_to_replace_moves_nothing_onto_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (from, to) = (dir.path().join("a"), dir.path().join("b"));
+        fs::write(&from, b"a").unwrap();
+        fs::write(&to, b"b").unwrap();
+        assert!(matches!(rename_noreplace(&from, &to), Renamed::Exists));
+        assert_eq!(fs::read(&from).unwrap(), b"a");
+        assert_eq!(fs::read(&to).unwrap(), b"b");
+        fs::remove_file(&to).unwrap();
+        assert!(matches!(rename_noreplace(&from, &to), Renamed::Done));
+        assert_eq!(fs::read(&to).unwrap(), b"a");
+        assert!(!from.exists());
     }
 }
