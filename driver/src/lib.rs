@@ -83,6 +83,7 @@ mod callers;
 mod catch;
 mod fetch;
 mod guarded;
+mod housekeeping;
 mod runner;
 
 /// The attribute that implements [`Fetch`] (and [`BatchStore`]) on a type of your own, as the

@@ -26,6 +26,7 @@ use crate::Fetch;
 use crate::callers::Callers;
 use crate::catch::{CatchUnwind, Panicked, catching};
 use crate::guarded::Guarded;
+use crate::housekeeping::Housekeeping;
 
 /// The answer to a submit.
 #[derive(Debug, Clone, PartialEq)]
@@ -105,6 +106,9 @@ struct Inner {
     idle: AtomicUsize,
     /// How many jobs [`State::cancelled_in_flight`] holds.
     cancelled_in_flight: AtomicUsize,
+    /// The evicts and sweeps under way, which a cancel of a job with a target in flight waits
+    /// for before it writes `cancelled` (see [`Inner::evict`]).
+    housekeeping: Housekeeping,
     cancel: CancellationToken,
     closing: AtomicBool,
     /// The clock has panicked: later panics are logged at debug (see [`unix_now`]).
@@ -284,6 +288,10 @@ struct State {
     /// none is left but the job whose target was just stored (see [`Inner::evict`]).
     /// Mirrored in [`Inner::cancelled_in_flight`] for a look without the lock.
     cancelled_in_flight: HashSet<JobKey, BuildHasherDefault<KeyHasher>>,
+    /// An evict, and a sweep, put off for a job in `cancelled_in_flight`: made once none is
+    /// left there (see [`State::owed`]).
+    evict_owed: bool,
+    sweep_owed: bool,
 }
 
 impl State {
@@ -297,6 +305,18 @@ impl State {
                 .cancelled_in_flight
                 .store(self.cancelled_in_flight.len(), Ordering::SeqCst);
         }
+    }
+
+    /// The evict and the sweep put off for cancelled jobs' targets in flight, now that none is
+    /// left, to be made by the caller: (evict, sweep).
+    fn owed(&mut self) -> (bool, bool) {
+        if !self.cancelled_in_flight.is_empty() {
+            return (false, false);
+        }
+        (
+            std::mem::take(&mut self.evict_owed),
+            std::mem::take(&mut self.sweep_owed),
+        )
     }
 }
 
@@ -367,12 +387,15 @@ impl Runner {
                 lost: HashSet::default(),
                 registering: HashMap::default(),
                 cancelled_in_flight: HashSet::default(),
+                evict_owed: false,
+                sweep_owed: false,
             }),
             wake: Notify::new(),
             registered: Notify::new(),
             awaiting_registration: AtomicUsize::new(0),
             idle: AtomicUsize::new(0),
             cancelled_in_flight: AtomicUsize::new(0),
+            housekeeping: Housekeeping::new(cfg.workers),
             cancel: CancellationToken::new(),
             closing: AtomicBool::new(false),
             clock_warned,
@@ -514,7 +537,10 @@ impl Runner {
     /// Cancels the live job `id`: it is `cancelled` in the store at once (should the store fail
     /// that write, the runner makes it again before the next submit, after each stored target
     /// and at close); its in-flight target, if any, finishes and is stored; no further target
-    /// starts. (A target is in flight from when a worker takes it, before its `running` is
+    /// starts. A job with its target in flight is written `cancelled` only once an evict or
+    /// sweep already under way is over (one that began before the cancel could delete the
+    /// job, terminal then, under that target); later ones are put off until the target is
+    /// stored. (A target is in flight from when a worker takes it, before its `running` is
     /// written: one whose write is being made as the cancel comes is still fetched.) `false`
     /// for an unknown id or a job that is already terminal. A job whose submit is still
     /// registering it to run (the store holds it, and may have given its id to another
@@ -577,6 +603,11 @@ impl Runner {
             let inner = self.inner.clone();
             let id = id.to_owned();
             async move {
+                if c.inflight {
+                    // An evict or sweep that looked before the job was counted as cancelled
+                    // with a target in flight would delete it once `cancelled`: it ends first.
+                    inner.housekeeping.quiet().await;
+                }
                 inner.set_status(&id, JobStatus::Cancelled, "").await;
                 // The runner (and so the store) let go of before close is told.
                 drop(inner);
@@ -680,7 +711,7 @@ async fn worker(inner: Arc<Inner>, n: usize) {
         // next one, dispatched under the same lock).
         match next {
             Next::Work(w) => {
-                next = inner.run_target(w, &cancel).await;
+                next = inner.run_target(n, w, &cancel).await;
                 continue;
             }
             Next::Stop => break,
@@ -874,15 +905,7 @@ impl Inner {
                 // The job is dispatchable now: an idle worker need not wait out the sweep.
                 let woke = inner.wake_idle();
                 debug!(job = %job.id, targets = job.targets.len(), "job created");
-                match inner
-                    .store()
-                    .sweep(job.now, inner.cfg.sweep_ttl_secs())
-                    .await
-                {
-                    Ok(0) => {}
-                    Ok(n) => debug!(jobs = n, "swept expired jobs"),
-                    Err(e) => warn!(job = %job.id, error = %e, "store: sweep failed"),
-                }
+                inner.sweep(job.now, Some(&job.id)).await;
                 Ok(Admitted {
                     submitted: Submitted {
                         id: job.id,
@@ -1151,7 +1174,7 @@ impl Inner {
     /// Starts, fetches and stores one dispatched target, then reports it. Returns what the
     /// worker is to do next, asked of the machine as the target is handed back (one lock, one
     /// clock read for both).
-    async fn run_target(&self, w: Work, cancel: &CancellationToken) -> Next {
+    async fn run_target(&self, worker: usize, w: Work, cancel: &CancellationToken) -> Next {
         let Work { d, caller, at } = w;
         let fetched = self.fetch_one(&d, caller, cancel).await;
 
@@ -1230,7 +1253,7 @@ impl Inner {
 
         if store.is_final() {
             self.hook(|h| h.target(fetched.err.as_ref(), elapsed, fetched.result_bytes));
-            self.evict(&d).await;
+            self.evict(worker, &d).await;
         }
         if let Some(t) = &terminal {
             self.report_terminal(t);
@@ -1241,15 +1264,16 @@ impl Inner {
         // next target dispatched, under the same lock: so a dispatched target always starts at
         // once. (Dispatched before this work, it would wait through hooks and store calls, in
         // which a cancel or a close could come and still not stop it.)
-        let (closed, next) = {
+        let (closed, next, (evict, sweep)) = {
             let mut st = self.lock();
             let now = self.mono();
             let r = st.machine.handle_stored(d.key, now);
             if !st.machine.contains(d.key) {
                 st.let_go(self, d.key);
             }
+            let owed = st.owed();
             self.drain(&mut st);
-            (r, self.dispatch(&mut st, now, cancel))
+            (r, self.dispatch(&mut st, now, cancel), owed)
         };
         match closed {
             Ok(Some(t)) => {
@@ -1263,23 +1287,34 @@ impl Inner {
             }
         }
         self.wake_idle();
+        if evict {
+            self.evict(worker, &d).await;
+        }
+        if sweep {
+            self.sweep(self.now_unix(), None).await;
+        }
         next
     }
 
-    /// Evicts terminal jobs down to the byte budget, after target `d` was stored (SPEC §7);
-    /// not while a cancelled job other than `d`'s has its target in flight: that job is
-    /// terminal, so evictable, but its target "finishes and is stored" (SPEC §5), which it
-    /// could not be in a job deleted meanwhile. Then the evict waits for the next stored
-    /// target, that one's at the latest.
-    async fn evict(&self, d: &Dispatch) {
+    /// Evicts terminal jobs down to the byte budget, by worker `worker` after target `d` was
+    /// stored (SPEC §7); not while a cancelled job other than `d`'s has its target in flight:
+    /// that job is terminal, so evictable, but its target "finishes and is stored" (SPEC §5),
+    /// which it could not be in a job deleted meanwhile. The evict is then owed, and made once
+    /// no such job is left, after the target that was the last one's is stored. Marked under
+    /// way in [`Inner::housekeeping`] before its look, so that a cancel counting such a job
+    /// meanwhile writes `cancelled` only once this evict is over.
+    async fn evict(&self, worker: usize, d: &Dispatch) {
+        let _busy = self.housekeeping.evict(worker);
         if self.cancelled_in_flight.load(Ordering::SeqCst) > 0 {
-            let others = self
-                .lock()
+            let mut st = self.lock();
+            let others = st
                 .cancelled_in_flight
                 .iter()
                 .filter(|k| **k != d.key)
                 .count();
             if others > 0 {
+                st.evict_owed = true;
+                drop(st);
                 debug!(job = %d.id, idx = d.idx, jobs = others, "evict waits for a cancelled job's target in flight");
                 return;
             }
@@ -1288,6 +1323,31 @@ impl Inner {
             Ok(0) => {}
             Ok(n) => debug!(jobs = n, "evicted terminal jobs over the byte budget"),
             Err(e) => warn!(job = %d.id, error = %e, "store: evict failed"),
+        }
+    }
+
+    /// Sweeps the jobs whose lease is older than the ttl, as of `now`, after job `created` was
+    /// (SPEC §7), or as one put off; not while a cancelled job has its target in flight (its
+    /// lease is that of the cancel): owed then, as an evict is (see [`evict`](Self::evict)).
+    async fn sweep(&self, now: i64, created: Option<&str>) {
+        let _busy = self.housekeeping.sweep();
+        if self.cancelled_in_flight.load(Ordering::SeqCst) > 0 {
+            let mut st = self.lock();
+            let jobs = st.cancelled_in_flight.len();
+            if jobs > 0 {
+                st.sweep_owed = true;
+                drop(st);
+                debug!(jobs, "sweep waits for a cancelled job's target in flight");
+                return;
+            }
+        }
+        match self.store().sweep(now, self.cfg.sweep_ttl_secs()).await {
+            Ok(0) => {}
+            Ok(n) => debug!(jobs = n, "swept expired jobs"),
+            Err(e) => match created {
+                Some(id) => warn!(job = %id, error = %e, "store: sweep failed"),
+                None => warn!(error = %e, "store: sweep put off failed"),
+            },
         }
     }
 

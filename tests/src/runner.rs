@@ -152,6 +152,7 @@ macro_rules! runner_tests {
                 evict_after_a_stored_target_deletes_terminal_jobs_but_never_a_live_one,
                 evict_runs_after_every_stored_target_not_only_at_a_jobs_end,
                 evict_runs_again_once_a_cancelled_jobs_target_in_flight_is_stored,
+                an_evict_put_off_for_a_cancelled_target_that_comes_back_busy_is_made_up,
                 a_jobs_end_is_stored_before_the_hooks_report_it,
                 a_targets_hook_comes_before_the_evict_after_it,
                 a_stored_target_and_a_cancel_set_the_lease_to_their_time,
@@ -179,6 +180,8 @@ macro_rules! runner_tests {
                 a_panicking_hook_is_logged_at_warn_without_its_value,
                 failing_sweep_and_evict_are_logged_at_warn_and_survived,
                 evict_leaves_a_cancelled_job_until_its_target_in_flight_is_stored,
+                a_cancel_during_an_evict_under_way_writes_once_the_evict_is_over,
+                a_sweep_leaves_a_cancelled_job_until_its_target_in_flight_is_stored,
                 no_log_line_carries_a_url_host_or_caller_key,
             ]
         }
@@ -830,6 +833,7 @@ pub struct Shared {
     admit_gate: Gate,
     finish_gate: Gate,
     start_gate: Gate,
+    evict_gate: Gate,
 }
 
 /// A bug a [`Shared`] store acts out (see [`Shared::misbehave`]): panics of a store written by
@@ -929,6 +933,7 @@ impl Shared {
             admit_gate: Gate::default(),
             finish_gate: Gate::default(),
             start_gate: Gate::default(),
+            evict_gate: Gate::default(),
         }
     }
 
@@ -994,6 +999,22 @@ impl Shared {
     /// Waits (up to 10 s) until `n` start_target calls are held.
     pub async fn starts_held(&self, n: usize) -> TestResult {
         self.start_gate.held(n, "start_target").await
+    }
+
+    /// From now on, an `evict` call waits (suspended, before it reaches the wrapped store)
+    /// until [`release_evict`](Self::release_evict).
+    pub fn hold_evict(&self) {
+        self.evict_gate.hold();
+    }
+
+    /// Lets the held `evict` calls (and every later one) go on.
+    pub fn release_evict(&self) {
+        self.evict_gate.release();
+    }
+
+    /// Waits (up to 10 s) until `n` evict calls are held.
+    pub async fn evicts_held(&self, n: usize) -> TestResult {
+        self.evict_gate.held(n, "evict").await
     }
 
     /// How many `finish_target` calls are held now.
@@ -1126,7 +1147,11 @@ impl BatchStore for Shared {
         if self.misbehaving(Misbehave::PanicValuePanicsWhenDropped) {
             return Box::pin(async { std::panic::panic_any(PanicsWhenDropped) });
         }
-        self.inner.evict(max_bytes)
+        let fut = self.inner.evict(max_bytes);
+        Box::pin(async move {
+            self.evict_gate.pass().await;
+            fut.await
+        })
     }
     async fn recover(&self, error: &str, now: i64) -> Result<usize, StoreError> {
         self.inner.recover(error, now).await
@@ -4300,6 +4325,165 @@ pub async fn evict_runs_again_once_a_cancelled_jobs_target_in_flight_is_stored(
         "the evict after b0 deletes b: nothing holds it back any more"
     );
     r.close().await
+}
+
+/// SPEC §5 beside §7, two workers: an evict that began (found no cancelled job with a target
+/// in flight) and is still in the store when a job with its target in flight is cancelled:
+/// the cancel writes `cancelled` only once that evict is over, so the evict cannot delete the
+/// job, whose target is then stored.
+pub async fn a_cancel_during_an_evict_under_way_writes_once_the_evict_is_over(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let logs = LogCapture::start();
+    let shared = Arc::new(Shared::new(store));
+    let cfg = Config {
+        max_bytes: 1,
+        workers: 2,
+        ..config()
+    };
+    let r = rig(shared.clone(), Probe::new(), cfg).await?;
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 2).await?;
+    r.started(&url("a", 0), 1).await?;
+    // b0, stored by the other worker: its evict finds no cancelled job and is held in the store.
+    shared.hold_evict();
+    let b = r.submit("bob", "b", 1).await?;
+    shared.evicts_held(1).await?;
+    let cancelling = {
+        let (runner, a) = (r.runner.clone(), a.clone());
+        tokio::spawn(async move { runner.cancel(&a).await })
+    };
+    // Reported before the write, which waits for the evict.
+    until("a is reported cancelled", || {
+        r.hooks.count(JobOutcome::Cancelled) == 1
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(
+        !cancelling.is_finished(),
+        "the cancel waits for the evict under way"
+    );
+    assert_eq!(
+        shared.job(&a).await?.map(|j| j.status),
+        Some(JobStatus::Running),
+        "not yet written cancelled"
+    );
+    shared.release_evict();
+    assert!(within("the cancel", cancelling).await??);
+    assert_eq!(shared.job(&b).await?, None, "the evict under way deleted b");
+    let v = r.view(&a).await?;
+    assert_eq!(v.job.status, JobStatus::Cancelled);
+    assert_eq!(states(&v), [TargetState::Running, TargetState::Pending]);
+    r.probe.release(&url("a", 0));
+    until("a is evicted once a0 is stored", || {
+        matches!(block_on(r.store.job(&a)), Ok(None))
+    })
+    .await?;
+    r.close().await?;
+    let lost = logs.buf.warns_with("target missing");
+    assert!(lost.is_empty(), "an outcome was not stored: {lost:?}");
+    Ok(())
+}
+
+/// SPEC §7, two workers: the evict put off while a cancelled job's target was in flight is
+/// made once that target is stored, even as a busy answer (a write back to pending, after
+/// which no evict follows of itself), not kept back for good with the runner idle.
+pub async fn an_evict_put_off_for_a_cancelled_target_that_comes_back_busy_is_made_up(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let cfg = Config {
+        max_bytes: 1,
+        workers: 2,
+        ..config()
+    };
+    let probe = Probe::scripted(|u, _| {
+        if u == url("a", 0) {
+            Act::Fail(FetchError::RetryLater("busy".into()))
+        } else {
+            Act::Ok(content_of(u))
+        }
+    });
+    let r = rig(store, probe, cfg).await?;
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 2).await?;
+    r.started(&url("a", 0), 1).await?;
+    assert!(
+        r.runner.cancel(&a).await,
+        "a is cancelled with a0 in flight"
+    );
+    let b = r.submit("bob", "b", 1).await?;
+    until("b is reported done", || {
+        r.hooks.count(JobOutcome::Done) == 1
+    })
+    .await?;
+    assert_eq!(
+        r.view(&b).await?.job.status,
+        JobStatus::Done,
+        "the evict after b0 is put off"
+    );
+    r.probe.release(&url("a", 0));
+    until(
+        "a and b are evicted once a0's busy answer is stored",
+        || {
+            matches!(block_on(r.store.job(&a)), Ok(None))
+                && matches!(block_on(r.store.job(&b)), Ok(None))
+        },
+    )
+    .await?;
+    r.close().await
+}
+
+/// SPEC §5 beside §7: the sweep after a submit leaves a cancelled job whose target is in flight
+/// (its lease, the cancel's, past the ttl), as an evict does; the sweep is made once that
+/// target is stored, and deletes the expired jobs it would have.
+pub async fn a_sweep_leaves_a_cancelled_job_until_its_target_in_flight_is_stored(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let logs = LogCapture::start();
+    let cfg = Config {
+        ttl: Duration::from_secs(10),
+        ..config()
+    };
+    let r = rig(store, Probe::new(), cfg).await?;
+    let done = r.submit("carol", "c", 1).await?;
+    until("c is reported done", || {
+        r.hooks.count(JobOutcome::Done) == 1
+    })
+    .await?;
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 2).await?;
+    r.started(&url("a", 0), 1).await?;
+    assert!(
+        r.runner.cancel(&a).await,
+        "a is cancelled with a0 in flight"
+    );
+    // Both leases (c's end, a's cancel) are T0: expired by the time of b's submit.
+    r.clock.set(T0 + 11);
+    let b = r.submit("bob", "b", 1).await?;
+    let v = r.view(&a).await?;
+    assert_eq!(v.job.status, JobStatus::Cancelled, "a is not swept");
+    assert_eq!(states(&v), [TargetState::Running, TargetState::Pending]);
+    assert!(
+        r.store.job(&done).await?.is_some(),
+        "the sweep is put off whole"
+    );
+    r.probe.release(&url("a", 0));
+    until("the sweep put off deletes c once a0 is stored", || {
+        matches!(block_on(r.store.job(&done)), Ok(None))
+    })
+    .await?;
+    r.settled().await?;
+    let v = r.view(&a).await?;
+    assert_eq!(
+        states(&v),
+        [TargetState::Done, TargetState::Pending],
+        "a0 stored, a kept (a0's write set its lease to now)"
+    );
+    assert_eq!(r.view(&b).await?.job.status, JobStatus::Done);
+    r.close().await?;
+    let lost = logs.buf.warns_with("target missing");
+    assert!(lost.is_empty(), "an outcome was not stored: {lost:?}");
+    Ok(())
 }
 
 /// [`Hooks`] that read the store as they are called: for `job` (a terminal outcome) the status
