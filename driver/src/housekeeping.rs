@@ -7,7 +7,8 @@
 //! does, waits to be made up); a cancel first counts its job as one (under the state lock),
 //! then waits here until no evict or sweep is busy, then writes. Both sides write, then read,
 //! sequentially consistent: either the evict sees the job counted, or the cancel sees the
-//! evict busy and writes only once it is over.
+//! evict busy and writes only once it is over (or once the job's target is stored: the job is
+//! then out of risk, and however many evicts and sweeps have begun since, none is waited for).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -72,21 +73,30 @@ impl Housekeeping {
                 .all(|Flag(f)| !f.load(Ordering::SeqCst))
     }
 
-    /// Waits until no evict or sweep is under way. One that begins after the caller's job was
-    /// counted sees it and deletes nothing, so this waits in effect only for those begun
-    /// before (an evict or sweep that finds such a job marks itself busy for no longer than
-    /// its look).
-    pub(crate) async fn quiet(&self) {
+    /// Waits until no evict or sweep is under way, or until `out` holds (the caller's job is
+    /// no longer at risk: its target in flight is stored; told by [`wake`](Self::wake)). One
+    /// that begins after the caller's job was counted sees it and deletes nothing, so while
+    /// the job is counted this waits in effect only for those begun before (an evict or sweep
+    /// that finds such a job marks itself busy for no longer than its look); once it is not,
+    /// `out` ends the wait however many have begun since.
+    pub(crate) async fn quiet(&self, mut out: impl FnMut() -> bool) {
         self.waiting.fetch_add(1, Ordering::SeqCst);
         let _waiting = Waiting(&self.waiting);
         loop {
             let over = self.over.notified();
             tokio::pin!(over);
             over.as_mut().enable();
-            if self.is_quiet() {
+            if self.is_quiet() || out() {
                 return;
             }
             over.await;
+        }
+    }
+
+    /// Tells the waiting cancels to look again (a job they may wait for is out of risk).
+    pub(crate) fn wake(&self) {
+        if self.waiting.load(Ordering::SeqCst) > 0 {
+            self.over.notify_waiters();
         }
     }
 }
@@ -106,9 +116,7 @@ impl Drop for Busy<'_> {
                 self.hk.others.fetch_sub(1, Ordering::SeqCst);
             }
         }
-        if self.hk.waiting.load(Ordering::SeqCst) > 0 {
-            self.hk.over.notify_waiters();
-        }
+        self.hk.wake();
     }
 }
 
@@ -137,7 +145,7 @@ mod tests {
         let hk = Housekeeping::new(2);
         let evict = hk.evict(1);
         let sweep = hk.sweep();
-        let mut quiet = pin!(hk.quiet());
+        let mut quiet = pin!(hk.quiet(|| false));
         assert!(poll_once(&mut quiet).is_pending());
         drop(evict);
         assert!(
@@ -154,7 +162,19 @@ mod tests {
         let hk = Housekeeping::new(1);
         drop(hk.evict(0));
         drop(hk.evict(7));
-        let mut quiet = pin!(hk.quiet());
+        let mut quiet = pin!(hk.quiet(|| false));
+        assert!(poll_once(&mut quiet).is_ready());
+    }
+
+    #[test]
+    fn quiet_ends_once_its_job_is_out_of_risk_with_an_evict_under_way() {
+        let hk = Housekeeping::new(1);
+        let _evict = hk.evict(0);
+        let out = std::cell::Cell::new(false);
+        let mut quiet = pin!(hk.quiet(|| out.get()));
+        assert!(poll_once(&mut quiet).is_pending());
+        out.set(true);
+        hk.wake();
         assert!(poll_once(&mut quiet).is_ready());
     }
 
@@ -164,7 +184,7 @@ mod tests {
         let evict = hk.evict(0);
         let waiter = {
             let hk = hk.clone();
-            tokio::spawn(async move { hk.quiet().await })
+            tokio::spawn(async move { hk.quiet(|| false).await })
         };
         while hk.waiting.load(Ordering::SeqCst) == 0 {
             tokio::task::yield_now().await;

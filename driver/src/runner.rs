@@ -304,6 +304,8 @@ impl State {
             inner
                 .cancelled_in_flight
                 .store(self.cancelled_in_flight.len(), Ordering::SeqCst);
+            // A cancel waiting to write may now.
+            inner.housekeeping.wake();
         }
     }
 
@@ -538,9 +540,9 @@ impl Runner {
     /// that write, the runner makes it again before the next submit, after each stored target
     /// and at close); its in-flight target, if any, finishes and is stored; no further target
     /// starts. A job with its target in flight is written `cancelled` only once an evict or
-    /// sweep already under way is over (one that began before the cancel could delete the
-    /// job, terminal then, under that target); later ones are put off until the target is
-    /// stored. (A target is in flight from when a worker takes it, before its `running` is
+    /// sweep already under way is over, or that target is stored (one that began before the
+    /// cancel could delete the job, terminal then, under that target); later ones are put off
+    /// until the target is stored. (A target is in flight from when a worker takes it, before its `running` is
     /// written: one whose write is being made as the cancel comes is still fetched.) `false`
     /// for an unknown id or a job that is already terminal. A job whose submit is still
     /// registering it to run (the store holds it, and may have given its id to another
@@ -580,12 +582,12 @@ impl Runner {
                     inner.drain(&mut st);
                     // Counted under the lock that cancelled the job (so the machine was
                     // open), so a close waits for the write below.
-                    break c.map(|c| (c, inner.op(&st)));
+                    break c.map(|c| (c, key, inner.op(&st)));
                 }
             };
             registered.await;
         };
-        let Some((c, op)) = cancelled else {
+        let Some((c, key, op)) = cancelled else {
             return false;
         };
         // Reported and woken for before the store write, so that both happen even if this
@@ -605,8 +607,10 @@ impl Runner {
             async move {
                 if c.inflight {
                     // An evict or sweep that looked before the job was counted as cancelled
-                    // with a target in flight would delete it once `cancelled`: it ends first.
-                    inner.housekeeping.quiet().await;
+                    // with a target in flight would delete it once `cancelled`: it ends first,
+                    // unless that target is stored first.
+                    let out = || key.is_none_or(|k| !inner.lock().cancelled_in_flight.contains(&k));
+                    inner.housekeeping.quiet(out).await;
                 }
                 inner.set_status(&id, JobStatus::Cancelled, "").await;
                 // The runner (and so the store) let go of before close is told.
@@ -1263,7 +1267,8 @@ impl Inner {
         // Only now, the target's outcome stored and reported, is it out of flight, and the
         // next target dispatched, under the same lock: so a dispatched target always starts at
         // once. (Dispatched before this work, it would wait through hooks and store calls, in
-        // which a cancel or a close could come and still not stop it.)
+        // which a cancel or a close could come and still not stop it.) With an evict or sweep
+        // owed, which are store calls too, the next target is dispatched after them.
         let (closed, next, (evict, sweep)) = {
             let mut st = self.lock();
             let now = self.mono();
@@ -1273,7 +1278,8 @@ impl Inner {
             }
             let owed = st.owed();
             self.drain(&mut st);
-            (r, self.dispatch(&mut st, now, cancel), owed)
+            let next = (owed == (false, false)).then(|| self.dispatch(&mut st, now, cancel));
+            (r, next, owed)
         };
         match closed {
             Ok(Some(t)) => {
@@ -1293,7 +1299,10 @@ impl Inner {
         if sweep {
             self.sweep(self.now_unix(), None).await;
         }
-        next
+        match next {
+            Some(next) => next,
+            None => self.next_work(cancel),
+        }
     }
 
     /// Evicts terminal jobs down to the byte budget, by worker `worker` after target `d` was

@@ -181,6 +181,8 @@ macro_rules! runner_tests {
                 failing_sweep_and_evict_are_logged_at_warn_and_survived,
                 evict_leaves_a_cancelled_job_until_its_target_in_flight_is_stored,
                 a_cancel_during_an_evict_under_way_writes_once_the_evict_is_over,
+                a_cancel_waits_for_no_evict_once_its_target_in_flight_is_stored,
+                a_close_during_a_put_off_evict_starts_nothing_more,
                 a_sweep_leaves_a_cancelled_job_until_its_target_in_flight_is_stored,
                 no_log_line_carries_a_url_host_or_caller_key,
             ]
@@ -4382,6 +4384,112 @@ pub async fn a_cancel_during_an_evict_under_way_writes_once_the_evict_is_over(
     r.close().await?;
     let lost = logs.buf.warns_with("target missing");
     assert!(lost.is_empty(), "an outcome was not stored: {lost:?}");
+    Ok(())
+}
+
+/// SPEC §5, two workers: a cancel waiting for an evict under way to write `cancelled` writes
+/// as soon as the job's target in flight is stored (the job is then out of risk), without
+/// waiting for that evict or any begun since: evicts that overlap would hold it off for ever.
+pub async fn a_cancel_waits_for_no_evict_once_its_target_in_flight_is_stored(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let shared = Arc::new(Shared::new(store));
+    let cfg = Config {
+        workers: 2,
+        ..config()
+    };
+    // a0's busy answer ends the cancelled job with no evict after it.
+    let probe = Probe::scripted(|u, _| {
+        if u == url("a", 0) {
+            Act::Fail(FetchError::RetryLater("busy".into()))
+        } else {
+            Act::Ok(content_of(u))
+        }
+    });
+    let r = rig(shared.clone(), probe, cfg).await?;
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 2).await?;
+    r.started(&url("a", 0), 1).await?;
+    shared.hold_evict();
+    let _b = r.submit("bob", "b", 1).await?;
+    shared.evicts_held(1).await?;
+    let cancelling = {
+        let (runner, a) = (r.runner.clone(), a.clone());
+        tokio::spawn(async move { runner.cancel(&a).await })
+    };
+    until("a is reported cancelled", || {
+        r.hooks.count(JobOutcome::Cancelled) == 1
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(
+        !cancelling.is_finished(),
+        "the cancel waits for the evict under way"
+    );
+    r.probe.release(&url("a", 0));
+    assert!(within("the cancel, b0's evict still held", cancelling).await??);
+    assert_eq!(
+        shared.job(&a).await?.map(|j| j.status),
+        Some(JobStatus::Cancelled)
+    );
+    shared.evicts_held(1).await?;
+    shared.release_evict();
+    r.settled().await?;
+    r.close().await
+}
+
+/// SPEC §5: an evict put off for a cancelled job's target in flight is made by the worker that
+/// stores that target before it takes the next one, so a close that begins during it still
+/// stops the next target from starting (the job of it ends `failed`, `runner closed`).
+pub async fn a_close_during_a_put_off_evict_starts_nothing_more(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let shared = Arc::new(Shared::new(store));
+    let cfg = Config {
+        workers: 2,
+        ..config()
+    };
+    // a0's busy answer ends the cancelled job with no evict of its own: the next evict is the
+    // one put off.
+    let probe = Probe::scripted(|u, _| {
+        if u == url("a", 0) {
+            Act::Fail(FetchError::RetryLater("busy".into()))
+        } else {
+            Act::Ok(content_of(u))
+        }
+    });
+    let r = rig(shared.clone(), probe, cfg).await?;
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 1).await?;
+    r.started(&url("a", 0), 1).await?;
+    assert!(r.runner.cancel(&a).await);
+    // b0's evict is put off while a0 is in flight.
+    let _b = r.submit("bob", "b", 1).await?;
+    until("b is reported done", || {
+        r.hooks.count(JobOutcome::Done) == 1
+    })
+    .await?;
+    // Both workers busy (a0, c0): d waits.
+    r.probe.hold(&url("c", 0));
+    let _c = r.submit("carol", "c", 1).await?;
+    r.started(&url("c", 0), 1).await?;
+    let d = r.submit("dave", "d", 1).await?;
+    shared.hold_evict();
+    r.probe.release(&url("a", 0));
+    shared.evicts_held(1).await?;
+    let closing = r.spawn_close();
+    until_close_began(&r).await?;
+    shared.release_evict();
+    r.probe.release(&url("c", 0));
+    within("close", closing).await??;
+    assert_eq!(
+        r.probe.attempts(&url("d", 0)),
+        0,
+        "d0 started after close began"
+    );
+    let v = r.view(&d).await?;
+    assert_eq!(v.job.status, JobStatus::Failed);
+    assert_eq!(v.job.error, "runner closed");
     Ok(())
 }
 
