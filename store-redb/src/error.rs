@@ -43,3 +43,27 @@ impl<T, E: Into<redb::Error>> Ctx<T> for Result<T, E> {
         self.map_err(err(context))
     }
 }
+
+/// A commit that failed: redb says such a commit may have become durable all the same, so
+/// neither is its batch run again operation by operation, nor the commit tried again after the
+/// database is opened again (each would find its own writes made: an admit its own job).
+#[derive(Debug)]
+pub(crate) struct CommitUncertain(pub(crate) redb::Error);
+
+impl std::fmt::Display for CommitUncertain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (the write may have been made all the same)", self.0)
+    }
+}
+
+impl std::error::Error for CommitUncertain {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&self.0)
+    }
+}
+
+/// Whether `e` is a [`CommitUncertain`].
+pub(crate) fn uncertain(e: &StoreError) -> bool {
+    matches!(e, StoreError::Backend { source, .. }
+        if source.inner().downcast_ref::<CommitUncertain>().is_some())
+}

@@ -22,6 +22,8 @@ mod open;
 mod overlay;
 mod store;
 mod tables;
+#[cfg(test)]
+mod uncertain_tests;
 mod verify;
 
 pub use store::{Durability, GROUP_WAIT, MAX_GROUP_WAIT, RedbOptions, RedbStore, SYNC_EVERY};

@@ -18,7 +18,7 @@ use rota_core::{
 
 use crate::codec::{decode_job, decode_target, encode_job, encode_target};
 use crate::commit::{Combiner, Queued, guarded};
-use crate::error::{Ctx, err};
+use crate::error::{CommitUncertain, Ctx, err, uncertain};
 use crate::tables::*;
 
 /// How much a commit is worth after a crash.
@@ -34,7 +34,10 @@ pub enum Durability {
     /// recent writes on a crash, never corrupts**: after a crash the store opens as of its last
     /// durable commit, every job in it whole, every index and count in step. One commit in
     /// [`RedbOptions::sync_every`] is made durable, and so is closing the store (dropping it),
-    /// which bounds the loss to the commits since the last of those.
+    /// which bounds the loss to the commits since the last of those. After an I/O error (a
+    /// full disk) such a store refuses every operation until its owner opens it again, as
+    /// after a crash, and with the same loss: opening it again by itself, as a store of
+    /// [`Immediate`](Self::Immediate) durability does, would take back writes it acknowledged.
     None,
 }
 
@@ -725,8 +728,10 @@ impl RedbStore {
     /// Runs `f` on the database. If redb refuses it for an earlier I/O failure (a full disk, a
     /// device error: redb then refuses everything until the database is closed and opened
     /// again), the database is opened again and `f` runs once more: one failed write does not
-    /// leave the store refusing every later one until the process restarts. A store in memory
-    /// is not opened again (its data would be gone): the refusal stands.
+    /// leave the store refusing every later one until the process restarts. A store in memory,
+    /// or one opened with [`Durability::None`], is not opened again (see
+    /// [`may_reopen`](Self::may_reopen)): the refusal stands. A commit that failed is not
+    /// tried again either ([`CommitUncertain`]: it may have been made).
     fn on_db<T>(
         &self,
         mut f: impl FnMut(&Database) -> Result<T, StoreError>,
@@ -735,7 +740,7 @@ impl RedbStore {
             let slot = self.slot();
             if let Some(db) = slot.db.as_ref() {
                 match f(db) {
-                    Err(e) if previous_io(&e) && self.reopen.is_some() => {}
+                    Err(e) if previous_io(&e) && self.may_reopen() => {}
                     done => return done,
                 }
             }
@@ -744,6 +749,16 @@ impl RedbStore {
         self.reopen(seen)?;
         let slot = self.slot();
         f(slot.db()?)
+    }
+
+    /// Whether an operation refused for an earlier I/O failure may open the database again:
+    /// a store in memory cannot (its data would be gone), and one opened with
+    /// [`Durability::None`] must not: its commits since the last durable one are not in the
+    /// file, so opening it again would take back writes it acknowledged (jobs it ended would be
+    /// live again), with no crash. Such a store refuses every operation until its owner opens
+    /// it again, as after a crash.
+    fn may_reopen(&self) -> bool {
+        self.reopen.is_some() && self.durability == Durability::Immediate
     }
 
     /// Closes the database and opens it again, as its open did, unless another operation did
@@ -798,13 +813,17 @@ impl RedbStore {
         slot.take()
     }
 
-    /// Commits `batch` in one transaction; if that fails (an error or a panic), each operation
-    /// in one of its own, so that a failure, a panic too, belongs to its operation alone.
+    /// Commits `batch` in one transaction; if that fails (an error or a panic) before the
+    /// commit, each operation in one of its own, so that a failure, a panic too, belongs to its
+    /// operation alone. A commit that fails may have been made all the same (redb says so):
+    /// then every operation of the batch fails with its error, none is run again.
     pub(crate) fn commit_batch(&self, batch: &mut [Queued<Op>]) -> Vec<Result<(), StoreError>> {
         if batch.len() > 1 {
             let mut ops: Vec<&mut Op> = batch.iter_mut().map(|q| &mut q.op).collect();
-            if guarded(|| self.commit(&mut ops)).is_ok() {
-                return batch.iter().map(|_| Ok(())).collect();
+            match guarded(|| self.commit(&mut ops)) {
+                Ok(()) => return batch.iter().map(|_| Ok(())).collect(),
+                Err(e) if uncertain(&e) => return batch.iter().map(|_| Err(e.clone())).collect(),
+                Err(_) => {}
             }
         }
         batch
@@ -840,7 +859,8 @@ impl RedbStore {
         }
         // The rows and the counts become visible together to whoever takes `published`.
         let _published = self.published();
-        txn.commit().map_err(err("commit"))?;
+        txn.commit()
+            .map_err(|e| StoreError::backend("commit", CommitUncertain(e.into())))?;
         self.tally_lock().apply(delta);
         Ok(())
     }
