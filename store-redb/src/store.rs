@@ -765,7 +765,9 @@ impl RedbStore {
     /// since open number `seen`; the counts are read again from the file (a write whose commit
     /// failed may be in it all the same: redb says a failed commit may have become durable).
     /// Under the write guard, so no transaction is running; on failure the slot is left
-    /// empty, and the next operation tries again.
+    /// empty, and the next operation tries again. Between the close and the open the file is
+    /// not locked: another process opening it then would own it (this store then answers
+    /// `InUse`); redb's locks cannot be kept across its own close.
     fn reopen(&self, seen: u64) -> Result<(), StoreError> {
         let Some(open) = &self.reopen else {
             return self.slot().db().map(drop);
