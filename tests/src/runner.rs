@@ -4329,25 +4329,35 @@ pub async fn evict_runs_again_once_a_cancelled_jobs_target_in_flight_is_stored(
     r.close().await
 }
 
-/// SPEC §5 beside §7, two workers: an evict that began (found no cancelled job with a target
-/// in flight) and is still in the store when a job with its target in flight is cancelled:
-/// the cancel writes `cancelled` only once that evict is over, so the evict cannot delete the
-/// job, whose target is then stored.
-pub async fn a_cancel_during_an_evict_under_way_writes_once_the_evict_is_over(
-    store: Arc<dyn BatchStore>,
-) -> TestResult {
-    let logs = LogCapture::start();
-    let shared = Arc::new(Shared::new(store));
+/// A probe whose fetch of a0 answers busy (a cancelled job's busy answer ends it with no evict
+/// after it); every other target is fetched.
+fn a0_busy() -> Probe {
+    Probe::scripted(|u, _| {
+        if u == url("a", 0) {
+            Act::Fail(FetchError::RetryLater("busy".into()))
+        } else {
+            Act::Ok(content_of(u))
+        }
+    })
+}
+
+/// Two workers over `shared`: job a (2 targets) with a0 held in flight, job b (1) whose evict,
+/// after b0, finds no cancelled job and is held in the store; then a cancel of a, in a task,
+/// reported and waiting for that evict to write. The rig, a's and b's ids, the cancel's task.
+async fn a_cancel_behind_a_held_evict(
+    shared: &Arc<Shared>,
+    probe: Probe,
+    max_bytes: u64,
+) -> Res<(Rig, String, String, tokio::task::JoinHandle<bool>)> {
     let cfg = Config {
-        max_bytes: 1,
+        max_bytes,
         workers: 2,
         ..config()
     };
-    let r = rig(shared.clone(), Probe::new(), cfg).await?;
+    let r = rig(shared.clone(), probe, cfg).await?;
     r.probe.hold(&url("a", 0));
     let a = r.submit("alice", "a", 2).await?;
     r.started(&url("a", 0), 1).await?;
-    // b0, stored by the other worker: its evict finds no cancelled job and is held in the store.
     shared.hold_evict();
     let b = r.submit("bob", "b", 1).await?;
     shared.evicts_held(1).await?;
@@ -4365,6 +4375,19 @@ pub async fn a_cancel_during_an_evict_under_way_writes_once_the_evict_is_over(
         !cancelling.is_finished(),
         "the cancel waits for the evict under way"
     );
+    Ok((r, a, b, cancelling))
+}
+
+/// SPEC §5 beside §7, two workers: an evict that began (found no cancelled job with a target
+/// in flight) and is still in the store when a job with its target in flight is cancelled:
+/// the cancel writes `cancelled` only once that evict is over, so the evict cannot delete the
+/// job, whose target is then stored.
+pub async fn a_cancel_during_an_evict_under_way_writes_once_the_evict_is_over(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let logs = LogCapture::start();
+    let shared = Arc::new(Shared::new(store));
+    let (r, a, b, cancelling) = a_cancel_behind_a_held_evict(&shared, Probe::new(), 1).await?;
     assert_eq!(
         shared.job(&a).await?.map(|j| j.status),
         Some(JobStatus::Running),
@@ -4394,38 +4417,8 @@ pub async fn a_cancel_waits_for_no_evict_once_its_target_in_flight_is_stored(
     store: Arc<dyn BatchStore>,
 ) -> TestResult {
     let shared = Arc::new(Shared::new(store));
-    let cfg = Config {
-        workers: 2,
-        ..config()
-    };
-    // a0's busy answer ends the cancelled job with no evict after it.
-    let probe = Probe::scripted(|u, _| {
-        if u == url("a", 0) {
-            Act::Fail(FetchError::RetryLater("busy".into()))
-        } else {
-            Act::Ok(content_of(u))
-        }
-    });
-    let r = rig(shared.clone(), probe, cfg).await?;
-    r.probe.hold(&url("a", 0));
-    let a = r.submit("alice", "a", 2).await?;
-    r.started(&url("a", 0), 1).await?;
-    shared.hold_evict();
-    let _b = r.submit("bob", "b", 1).await?;
-    shared.evicts_held(1).await?;
-    let cancelling = {
-        let (runner, a) = (r.runner.clone(), a.clone());
-        tokio::spawn(async move { runner.cancel(&a).await })
-    };
-    until("a is reported cancelled", || {
-        r.hooks.count(JobOutcome::Cancelled) == 1
-    })
-    .await?;
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    assert!(
-        !cancelling.is_finished(),
-        "the cancel waits for the evict under way"
-    );
+    let (r, a, _b, cancelling) =
+        a_cancel_behind_a_held_evict(&shared, a0_busy(), config().max_bytes).await?;
     r.probe.release(&url("a", 0));
     assert!(within("the cancel, b0's evict still held", cancelling).await??);
     assert_eq!(
@@ -4451,14 +4444,7 @@ pub async fn a_close_during_a_put_off_evict_starts_nothing_more(
     };
     // a0's busy answer ends the cancelled job with no evict of its own: the next evict is the
     // one put off.
-    let probe = Probe::scripted(|u, _| {
-        if u == url("a", 0) {
-            Act::Fail(FetchError::RetryLater("busy".into()))
-        } else {
-            Act::Ok(content_of(u))
-        }
-    });
-    let r = rig(shared.clone(), probe, cfg).await?;
+    let r = rig(shared.clone(), a0_busy(), cfg).await?;
     r.probe.hold(&url("a", 0));
     let a = r.submit("alice", "a", 1).await?;
     r.started(&url("a", 0), 1).await?;
@@ -4504,14 +4490,7 @@ pub async fn an_evict_put_off_for_a_cancelled_target_that_comes_back_busy_is_mad
         workers: 2,
         ..config()
     };
-    let probe = Probe::scripted(|u, _| {
-        if u == url("a", 0) {
-            Act::Fail(FetchError::RetryLater("busy".into()))
-        } else {
-            Act::Ok(content_of(u))
-        }
-    });
-    let r = rig(store, probe, cfg).await?;
+    let r = rig(store, a0_busy(), cfg).await?;
     r.probe.hold(&url("a", 0));
     let a = r.submit("alice", "a", 2).await?;
     r.started(&url("a", 0), 1).await?;
