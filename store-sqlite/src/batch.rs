@@ -22,13 +22,17 @@
 //!   fails (its own error) is rolled back (to its savepoint, in the batch's second try) and
 //!   changes nothing, while the others of its batch go on. A write may so run twice, the
 //!   first run undone: it changes nothing but the rows and the tally. Every write of a
-//!   transaction is answered when it ends: if the commit fails (or SQLite rolls the
-//!   transaction back under a failing write), each write in it gets that error, including one
-//!   that had failed on its own (its failure may have come from an earlier write that is now
-//!   lost), and none of them is stored; the writes after such a failure run in a new
-//!   transaction. (Said of a transaction with savepoints: in one without, a write that fails,
-//!   or under which SQLite ends the transaction, after others sends them all and itself to
-//!   run again in a new transaction with savepoints, and what they get is decided there.)
+//!   transaction is answered when it ends: if the commit fails, each write in it gets that
+//!   error, including one that had failed on its own (its failure may have come from an
+//!   earlier write that is now lost), and none of them is stored. A write whose own failure
+//!   makes SQLite roll the whole transaction back (a full disk, an I/O error: a savepoint
+//!   cannot hold those back) gets its own error, and the writes before it run again in a new
+//!   transaction, as they would have alone; where SQLite ends the transaction under a write
+//!   that did not fail, each write in it gets an error and none is stored. The writes after
+//!   either run in a new transaction. (Said of a transaction with savepoints: in one without,
+//!   a write that fails, or under which SQLite ends the transaction, after others sends them
+//!   all and itself to run again in a new transaction with savepoints, and what they get is
+//!   decided there.)
 //! - **The tally.** Each write moves the in-memory tally as it succeeds inside the transaction,
 //!   so the next write of the batch sees it (two admits of one batch both count against the
 //!   caps). A transaction that fails (or panics) leaves the tally ahead of the rows: it is then
@@ -224,8 +228,6 @@ pub(crate) trait Write: Send {
     /// `true` if it succeeded. A write whose transaction was rolled back is run again (with
     /// the same arguments, on the rows as they were): its kept result is then replaced.
     fn run(&mut self, conn: &Connection, tally: &mut Tally) -> bool;
-    /// Its error, if its last run failed.
-    fn error(&self) -> Option<StoreError>;
     /// Answers it: its kept result if `failed` is `None` (its transaction committed, or it
     /// failed and nothing of it is kept), else that error: its transaction failed.
     fn file(self: Box<Self>, failed: Option<&StoreError>);
@@ -269,10 +271,6 @@ where
         let ok = r.is_ok();
         self.kept = Some(r);
         ok
-    }
-
-    fn error(&self) -> Option<StoreError> {
-        self.kept.as_ref()?.as_ref().err().cloned()
     }
 
     fn file(self: Box<Self>, failed: Option<&StoreError>) {
@@ -462,9 +460,10 @@ impl Queue {
         loop {
             while let Some(w) = pending.pop_front() {
                 if let Some(again) = tx.step(db, w, published) {
-                    // A write failed after others of a transaction without savepoints, which
-                    // was rolled back: they run again, each after the first in a savepoint,
-                    // ahead of the writes not yet run.
+                    // A write failed after others of a transaction without savepoints (or,
+                    // with them, SQLite rolled the transaction back under its failure): the
+                    // transaction is gone, and they run again, each after the first in a
+                    // savepoint, ahead of the writes not yet run.
                     again.into_iter().rev().for_each(|w| pending.push_front(w));
                     tx.savepoints = true;
                 }
@@ -574,13 +573,24 @@ impl Segment {
             again.push(w);
             return Some(again);
         }
+        if db.conn.is_autocommit() && !ok {
+            // The write's own failure made SQLite roll the whole transaction back (a full
+            // disk, an I/O error, out of memory: a savepoint cannot hold those back), and
+            // nothing of it was committed (a write never commits): the write gets its own
+            // error, and the writes before it, which did not fail, run again in a new
+            // transaction, as they would have alone. Each pass drops the write that failed.
+            w.file(None);
+            db.stale = true;
+            self.open = false;
+            published.publish(db);
+            let again = std::mem::take(&mut self.ran);
+            return (!again.is_empty()).then_some(again);
+        }
         if db.conn.is_autocommit() {
-            // The transaction ended under the write: SQLite rolls the whole of it back on
-            // some errors (a full disk, an I/O error, out of memory). A write that failed gets
-            // its own error; the others of the transaction are gone.
-            let e = rolled_back(w.error());
-            let own = if ok { Some(&e) } else { None };
-            w.file(own);
+            // The transaction ended under a write that did not fail: nothing says which of
+            // them to blame, and all of them are gone.
+            let e = rolled_back();
+            w.file(Some(&e));
             self.abort(db, published, &e);
             return None;
         }
@@ -632,14 +642,12 @@ impl Segment {
     }
 }
 
-/// The error of the writes of a transaction that SQLite rolled back under a write that failed
-/// with `cause` (or under one that did not say).
-fn rolled_back(cause: Option<StoreError>) -> StoreError {
-    let why = match cause {
-        Some(e) => format!("the transaction was rolled back with a failed write: {e}"),
-        None => "the transaction ended under a write".to_owned(),
-    };
-    StoreError::backend("write", std::io::Error::other(why))
+/// The error of the writes of a transaction that ended under a write that did not fail.
+fn rolled_back() -> StoreError {
+    StoreError::backend(
+        "write",
+        std::io::Error::other("the transaction ended under a write"),
+    )
 }
 
 /// Runs one of the batch's statements (`BEGIN IMMEDIATE`, `SAVEPOINT w`, `COMMIT`...),
