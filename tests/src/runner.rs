@@ -423,7 +423,15 @@ impl Probe {
 
     /// A probe whose every fetch returns [`content_of`] its url after `delay`.
     pub fn slow(delay: Duration) -> Probe {
-        Probe::build(Box::new(|url, _| Act::Ok(content_of(url))), delay)
+        Probe::slow_scripted(|url, _| Act::Ok(content_of(url)), delay)
+    }
+
+    /// A probe that does what `script(url, attempt)` says, after `delay`.
+    pub fn slow_scripted(
+        script: impl Fn(&str, usize) -> Act + Send + Sync + 'static,
+        delay: Duration,
+    ) -> Probe {
+        Probe::build(Box::new(script), delay)
     }
 
     fn build(script: Box<Script>, delay: Duration) -> Probe {
@@ -836,6 +844,8 @@ pub struct Shared {
     finish_gate: Gate,
     start_gate: Gate,
     evict_gate: Gate,
+    /// `finish_target` calls that found no such target.
+    missing: std::sync::atomic::AtomicUsize,
 }
 
 /// A bug a [`Shared`] store acts out (see [`Shared::misbehave`]): panics of a store written by
@@ -936,6 +946,7 @@ impl Shared {
             finish_gate: Gate::default(),
             start_gate: Gate::default(),
             evict_gate: Gate::default(),
+            missing: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -1039,6 +1050,11 @@ impl Shared {
         lock(&self.created).clone()
     }
 
+    /// How many `finish_target` calls found no such target (its job deleted under it).
+    pub fn finishes_missing(&self) -> usize {
+        self.missing.load(Ordering::SeqCst)
+    }
+
     /// Every accepted done or failed target write, as (job id, idx, write).
     pub fn accepted(&self) -> Vec<(String, usize, TargetWrite)> {
         lock(&self.accepted).clone()
@@ -1101,6 +1117,9 @@ impl BatchStore for Shared {
             && matches!(write, TargetWrite::Done { .. } | TargetWrite::Failed { .. })
         {
             lock(&self.accepted).push((id.to_owned(), idx, write.clone()));
+        }
+        if matches!(r, Ok(false)) {
+            self.missing.fetch_add(1, Ordering::SeqCst);
         }
         r
     }

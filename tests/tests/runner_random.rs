@@ -17,7 +17,9 @@ use rota::{BatchStore, Config, FetchError, JobOutcome, JobStatus, TargetState};
 use rota_store_memory::MemoryStore;
 use rota_store_redb::RedbStore;
 use rota_store_sqlite::SqliteStore;
-use rota_tests::runner::{Act, Probe, Rig, TestResult, content_of, rig, states, targets};
+use rota_tests::runner::{
+    Act, Probe, Rig, Shared, T0, TestResult, content_of, rig, states, targets,
+};
 
 /// How many seeds each test runs.
 fn cases() -> u64 {
@@ -49,7 +51,12 @@ fn store(n: u64) -> Result<Arc<dyn BatchStore>, rota::StoreError> {
 /// A fetch whose answer to each url and attempt follows from `seed`: busy, failed, a panic
 /// (if `panics`) or the page.
 fn probe(seed: u64, panics: bool) -> Probe {
-    Probe::scripted(move |url, attempt| {
+    Probe::scripted(script(seed, panics))
+}
+
+/// The answers of [`probe`].
+fn script(seed: u64, panics: bool) -> impl Fn(&str, usize) -> Act + Send + Sync + 'static {
+    move |url: &str, attempt: usize| {
         let h = url
             .bytes()
             .fold(seed, |a, b| a.wrapping_mul(31).wrapping_add(u64::from(b)))
@@ -60,7 +67,7 @@ fn probe(seed: u64, panics: bool) -> Probe {
             3 if panics && h % 5 == 0 => Act::Panic("boom".into()),
             _ => Act::Ok(content_of(url)),
         }
-    })
+    }
 }
 
 /// What holds for every job `r` created, once it is closed: terminal, nothing `running`, the
@@ -252,6 +259,74 @@ async fn three_submitters(n: u64) -> TestResult {
             .all(|c| c.ended.is_some_and(|e| e <= closed_at)),
         "seed {seed}: a fetch ran past close"
     );
+    Ok(())
+}
+
+/// Two workers under a byte budget of 1 (every terminal job is evicted after each stored
+/// target) and a ttl the clock passes now and then (the sweep after a submit deletes every
+/// terminal job): one task submits twelve jobs and cancels one now and then, while fetches take
+/// a moment (so a cancel often finds a target in flight) and answer busy or failed at times.
+/// A cancelled job's target in flight is always stored (its job is never deleted under it: the
+/// store never finds a target missing), no job stays live, and once the workers are done the
+/// store is within its budget (no evict put off is left unmade).
+async fn under_a_byte_budget(n: u64) -> TestResult {
+    let seed = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let shared = Arc::new(Shared::new(store(n)?));
+    let cfg = Config {
+        workers: 2,
+        max_bytes: 1,
+        ttl: Duration::from_secs(10),
+        jobs_per_caller: 100,
+        jobs_total: 100,
+        retry_wait: Duration::from_millis(1),
+        retry_for: Duration::from_millis(6),
+        ..Config::default()
+    };
+    let probe = Probe::slow_scripted(script(seed, false), Duration::from_micros(300));
+    let r = rig(shared.clone(), probe, cfg).await?;
+    let rng = AtomicU64::new(seed | 1);
+    let mut ids = Vec::new();
+    for j in 0..12 {
+        let id = r
+            .submit("alice", &format!("j{j}"), (next(&rng) % 4 + 1) as usize)
+            .await?;
+        ids.push(id);
+        if next(&rng).is_multiple_of(2) {
+            tokio::time::sleep(Duration::from_micros(next(&rng) % 900)).await;
+        }
+        if next(&rng).is_multiple_of(3) {
+            let id = &ids[next(&rng) as usize % ids.len()];
+            r.runner.cancel(id).await;
+        }
+        if next(&rng).is_multiple_of(4) {
+            r.clock.set(T0 + 11 * (j + 1));
+        }
+    }
+    r.settled().await?;
+    // The last evict put off is made after the last in-flight target's hooks.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while r.store.total_bytes().await? > 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "seed {seed}: the store is not brought within its budget"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    r.close().await?;
+    assert_eq!(
+        shared.finishes_missing(),
+        0,
+        "seed {seed}: an outcome was not stored, its job deleted under it"
+    );
+    assert_eq!(r.store.live_jobs(None).await?, 0, "seed {seed}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_workloads_under_a_byte_budget_lose_no_outcome() -> TestResult {
+    for n in 1..=cases() {
+        under_a_byte_budget(n).await?;
+    }
     Ok(())
 }
 
