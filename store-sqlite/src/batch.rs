@@ -457,6 +457,11 @@ impl Queue {
         let mut taken = writes.len();
         let mut pending = VecDeque::from(writes);
         let mut tx = Segment::default();
+        // Writes handed back after a write's failure rolled back the whole transaction are
+        // committed as soon as they have run again, so that none runs a third time: on a
+        // nearly full disk each later write that does not fit would hand them back again (a
+        // batch of MAX_BATCH writes ran some thousand times where it is now about twice).
+        let mut rerun_left: usize = 0;
         loop {
             while let Some(w) = pending.pop_front() {
                 if let Some(again) = tx.step(db, w, published) {
@@ -464,8 +469,16 @@ impl Queue {
                     // with them, SQLite rolled the transaction back under its failure): the
                     // transaction is gone, and they run again, each after the first in a
                     // savepoint, ahead of the writes not yet run.
+                    if std::mem::take(&mut tx.lost_whole) {
+                        rerun_left = again.len();
+                    }
                     again.into_iter().rev().for_each(|w| pending.push_front(w));
                     tx.savepoints = true;
+                } else if rerun_left > 0 {
+                    rerun_left -= 1;
+                    if rerun_left == 0 && tx.open {
+                        tx.commit(db, published, &self.commits);
+                    }
                 }
             }
             if taken >= MAX_BATCH {
@@ -480,13 +493,7 @@ impl Queue {
         }
         self.savepoints.fetch_add(tx.made, Ordering::Relaxed);
         if tx.open {
-            match exec(&db.conn, "COMMIT") {
-                Ok(()) => {
-                    self.commits.fetch_add(1, Ordering::Relaxed);
-                    tx.answer(db, published, None);
-                }
-                Err(e) => tx.abort(db, published, &e),
-            }
+            tx.commit(db, published, &self.commits);
         }
         true
     }
@@ -502,10 +509,12 @@ impl Queue {
 /// runner rows at 10 000 live jobs, two alternating rounds of a test build run with and
 /// without its savepoints: 0.855 / 0.872 against 0.896 / 0.894 of the raw loop's speed with
 /// 1 worker, 0.895 / 0.912 against 0.961 / 0.955 with 2; see bench/RESULTS.md). When a write
-/// fails after others (or the transaction ends under it), the transaction is rolled back with
-/// none of its writes answered, and they and the failing one run again in a new one, each
-/// after the first in a savepoint of its own (`savepoints`), so that a failing write is undone
-/// alone.
+/// fails after others (or the transaction ends under it) in a transaction without savepoints,
+/// the transaction is rolled back with none of its writes answered, and they and the failing
+/// one run again in a new one, each after the first in a savepoint of its own (`savepoints`),
+/// so that a failing write is undone alone. With savepoints, a write whose failure makes
+/// SQLite roll the whole transaction back (a full disk) gets its own error, and the writes
+/// before it run again in a new transaction, committed as soon as they have.
 #[derive(Default)]
 struct Segment {
     /// Every write run in the open transaction, kept or rolled back to its savepoint: all are
@@ -519,6 +528,8 @@ struct Segment {
     savepoints: bool,
     /// Savepoints made.
     made: u64,
+    /// The last hand-back came from a write whose failure rolled back the whole transaction.
+    lost_whole: bool,
 }
 
 impl Segment {
@@ -584,6 +595,7 @@ impl Segment {
             self.open = false;
             published.publish(db);
             let again = std::mem::take(&mut self.ran);
+            self.lost_whole = !again.is_empty();
             return (!again.is_empty()).then_some(again);
         }
         if db.conn.is_autocommit() {
@@ -621,6 +633,18 @@ impl Segment {
             }
         }
         None
+    }
+
+    /// Commits the transaction and answers its writes, counted in `commits`; if the commit
+    /// fails, each write gets its error.
+    fn commit(&mut self, db: &mut Db, published: &Published, commits: &AtomicU64) {
+        match exec(&db.conn, "COMMIT") {
+            Ok(()) => {
+                commits.fetch_add(1, Ordering::Relaxed);
+                self.answer(db, published, None);
+            }
+            Err(e) => self.abort(db, published, &e),
+        }
     }
 
     /// Ends the transaction (committed, or already gone) and answers its writes: each its own

@@ -364,6 +364,77 @@ fn a_full_disk_under_one_write_fails_that_write_alone() {
     }
 }
 
+/// A nearly full disk under a batch of MAX_BATCH writes: each write that no longer fits rolls
+/// the whole transaction back, and the writes before it, which fit, run again; they are then
+/// committed at once, so that the next write that does not fit does not send them round again
+/// (each of the writes that fit ran some dozen times, a thousand runs in all). Every write that
+/// fits is stored, as one at a time; every other fails for the full disk alone.
+#[test]
+fn a_nearly_full_disk_runs_each_write_of_a_batch_a_few_times_at_most() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let run = |batch: bool| {
+        let s = Arc::new(SqliteStore::open_in_memory().unwrap());
+        for i in 0..MAX_BATCH {
+            let j = job(&format!("j{i}"), &format!("c{i}"));
+            assert_eq!(block_on(s.admit(&j, &CAPS)), Ok(Admission::Created));
+        }
+        {
+            let db = s.db();
+            let pages: i64 = db
+                .conn
+                .query_row("PRAGMA page_count", [], |r| r.get(0))
+                .unwrap();
+            db.conn
+                .query_row(
+                    &format!("PRAGMA max_page_count = {}", pages + 64),
+                    [],
+                    |r| r.get::<_, i64>(0),
+                )
+                .unwrap();
+        }
+        let runs = Arc::new(AtomicUsize::new(0));
+        let calls: Vec<Call<Result<bool, rota_core::StoreError>>> = (0..MAX_BATCH)
+            .map(|i| {
+                let (id, runs) = (job(&format!("j{i}"), "").id, runs.clone());
+                Box::new(move |s: &SqliteStore| {
+                    s.write(move |conn, tally| {
+                        runs.fetch_add(1, Ordering::Relaxed);
+                        let w = TargetWrite::Done {
+                            result: "r".repeat(10_000),
+                        };
+                        ops::finish_target(conn, tally, &id, 0, &w, 5, None)
+                    })
+                }) as Call<_>
+            })
+            .collect();
+        let got: Vec<_> = if batch {
+            batched(&s, calls)
+        } else {
+            calls.into_iter().map(|c| c(&s)).collect()
+        };
+        for (i, r) in got.iter().enumerate() {
+            if let Err(e) = r {
+                assert!(e.to_string().contains("full"), "{i}: {e}");
+            }
+        }
+        assert_tally_true(&s);
+        s.integrity_check().unwrap();
+        let stored = got.iter().filter(|r| **r == Ok(true)).count();
+        (stored, runs.load(Ordering::Relaxed))
+    };
+    let (alone, _) = run(false);
+    let (stored, runs) = run(true);
+    assert!(
+        alone > 1 && alone < MAX_BATCH,
+        "the disk fills mid-way: {alone}"
+    );
+    assert_eq!(stored, alone, "as many stored in a batch as one at a time");
+    assert!(
+        runs <= 3 * MAX_BATCH,
+        "{runs} runs of {MAX_BATCH} writes ({stored} stored)"
+    );
+}
+
 #[test]
 fn a_batch_that_cannot_read_its_tally_fails_its_writes_with_that_error() {
     let s = SqliteStore::open_in_memory().unwrap();
