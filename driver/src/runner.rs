@@ -544,7 +544,10 @@ impl Runner {
     /// cancel could delete the job, terminal then, under that target); later ones are put off
     /// until the target is stored. (A target is in flight from when a worker takes it, before its `running` is
     /// written: one whose write is being made as the cancel comes is still fetched.) `false`
-    /// for an unknown id or a job that is already terminal. A job whose submit is still
+    /// for an unknown id or a job that is already terminal, to the runner: once a close has
+    /// begun, every job with no target in flight is ended (to be written `failed`, `runner
+    /// closed`, when the fetches in flight have returned), so a cancel of one answers `false`
+    /// while the store still shows it live. A job whose submit is still
     /// registering it to run (the store holds it, and may have given its id to another
     /// submit of the same targets as reused) is waited for, then cancelled; or `false` if that
     /// submit fails or the runner closes meanwhile (the job then ends `failed` in the store).
@@ -731,8 +734,7 @@ async fn worker(inner: Arc<Inner>, n: usize) {
         inner.idle.fetch_add(1, Ordering::SeqCst);
         next = inner.next_work(&cancel);
         if let Next::Idle(timeout) = next {
-            // A retry time too far to represent is never.
-            let deadline = timeout.and_then(|t| inner.epoch.checked_add(t));
+            let deadline = timeout.and_then(|t| retry_deadline(inner.epoch, t));
             tokio::select! {
                 () = &mut notified => {}
                 () = sleep_until(deadline) => {}
@@ -792,6 +794,20 @@ enum Next {
     Idle(Option<Duration>),
     /// The runner is closing.
     Stop,
+}
+
+/// A retry time this far after the runner's start is never (a `retry_wait` of decades).
+const NEVER_AFTER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// When an idle worker is to wake for the machine's next retry time `at` (since `epoch`):
+/// `None`, never, for one [`NEVER_AFTER`] or later. (tokio adds up to a millisecond to every
+/// deadline without checking for overflow: a deadline that is just representable would panic
+/// in the worker's sleep.)
+fn retry_deadline(epoch: Instant, at: Duration) -> Option<Instant> {
+    if at >= NEVER_AFTER {
+        return None;
+    }
+    epoch.checked_add(at)
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
@@ -1484,7 +1500,7 @@ mod tests {
     use rota_store_memory::MemoryStore;
     use tokio_util::sync::CancellationToken;
 
-    use super::{Config, Runner};
+    use super::{Config, NEVER_AFTER, Runner, retry_deadline};
     use crate::FetchError;
 
     /// Waits (up to 30 s, then fails) until `cond` holds, looking every millisecond.
@@ -1786,6 +1802,20 @@ mod tests {
     }
 
     /// A runner's `Debug` shows its settings.
+    #[test]
+    fn a_retry_time_decades_away_is_never() {
+        let epoch = tokio::time::Instant::now();
+        assert_eq!(
+            retry_deadline(epoch, Duration::from_secs(5)),
+            Some(epoch + Duration::from_secs(5))
+        );
+        assert_eq!(retry_deadline(epoch, NEVER_AFTER), None);
+        // Just representable, where tokio's rounding up of the deadline would overflow.
+        let near_max = Duration::from_secs(i64::MAX as u64) - Duration::from_secs(3600 * 24 * 365);
+        assert_eq!(retry_deadline(epoch, near_max), None);
+        assert_eq!(retry_deadline(epoch, Duration::MAX), None);
+    }
+
     #[test]
     fn a_runners_debug_shows_its_config() {
         two_thread_runtime().block_on(async {
