@@ -45,9 +45,9 @@ impl RedbStore {
     ///
     /// A new store is built in a temporary file beside `path` (beside where it leads, if it is
     /// a symbolic link to nothing yet) and linked into place only once its meta table is
-    /// durable (on a filesystem without hard links, moved there by a rename that never
-    /// replaces a file, on Linux: of two processes creating one store, both open the first's),
-    /// so a crash never leaves a half-made store at `path` (the temporary file such a
+    /// durable (on a filesystem without hard links, moved over an empty file it makes there
+    /// only if nothing is: of two processes creating one store, both open the first's), so a
+    /// crash never leaves a half-made store at `path` (the temporary file such a
     /// crash leaves, `.NAME.rota-new-…`, a later open removes once it is a minute old). An
     /// existing file is checked before redb opens it for writing (which would change it): its
     /// first bytes must be redb's magic, and then it is opened through a copy-on-write view
@@ -299,10 +299,10 @@ fn create(path: &Path) -> Result<(), StoreError> {
 
 /// Puts the complete new store `tmp` at `path` (by `link`, a hard link), unless another
 /// creator's is there first, which is then kept: the caller removes `tmp` either way. On a
-/// filesystem without hard links, by a rename that refuses to replace a file; only where the
-/// kernel or filesystem has no such rename either, by a plain rename after a look, which a
-/// creator racing this one could still overwrite with its own equally new, empty store (each
-/// would then hold a different file).
+/// filesystem without hard links, the name is claimed by an empty file made only if nothing
+/// is there (so of two creators racing, one claims it and the other keeps the first's), and
+/// the store moved over it: an open in that moment finds the empty file and is refused, as is
+/// one after a crash in it (the empty file is left, to be removed by hand).
 fn place(
     tmp: &Path,
     path: &Path,
@@ -313,46 +313,21 @@ fn place(
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
         Err(e) => e,
     };
-    match rename_noreplace(tmp, path) {
-        Renamed::Done | Renamed::Exists => Ok(()),
-        Renamed::Failed(e) => Err(StoreError::backend("move new store file into place", e)),
-        Renamed::Unsupported if !path.exists() => fs::rename(tmp, path)
-            .map_err(|e| StoreError::backend("move new store file into place", e)),
-        Renamed::Unsupported => Err(StoreError::backend(
+    match OpenOptions::new().write(true).create_new(true).open(path) {
+        Ok(claim) => {
+            drop(claim);
+            fs::rename(tmp, path).map_err(|e| {
+                // The empty file is this call's own: not left to be refused.
+                let _ = fs::remove_file(path);
+                StoreError::backend("move new store file into place", e)
+            })
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(_) => Err(StoreError::backend(
             "link new store file into place",
             unlinked,
         )),
     }
-}
-
-/// What a rename that refuses to replace a file did.
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-enum Renamed {
-    Done,
-    /// Something is at the new name: nothing was moved.
-    Exists,
-    /// The kernel or the filesystem has no such rename.
-    Unsupported,
-    Failed(io::Error),
-}
-
-/// Renames `from` to `to` unless something is at `to` (`renameat2` with `RENAME_NOREPLACE`).
-#[cfg(target_os = "linux")]
-fn rename_noreplace(from: &Path, to: &Path) -> Renamed {
-    use rustix::fs::{CWD, RenameFlags, renameat_with};
-    use rustix::io::Errno;
-    match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
-        Ok(()) => Renamed::Done,
-        Err(Errno::EXIST) => Renamed::Exists,
-        Err(Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP) => Renamed::Unsupported,
-        Err(e) => Renamed::Failed(e.into()),
-    }
-}
-
-/// Elsewhere no such rename is called on.
-#[cfg(not(target_os = "linux"))]
-fn rename_noreplace(_from: &Path, _to: &Path) -> Renamed {
-    Renamed::Unsupported
 }
 
 /// How old a temporary file of [`create`] must be before an open takes it for one a crash left
@@ -678,21 +653,5 @@ mod tests {
         assert_eq!(ino(&path), first);
         assert_eq!(fs::read(&tmp).unwrap(), b"second store");
         drop(RedbStore::open(&path).unwrap());
-    }
-
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn a_rename_that_refuses_to_replace_moves_nothing_onto_a_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let (from, to) = (dir.path().join("a"), dir.path().join("b"));
-        fs::write(&from, b"a").unwrap();
-        fs::write(&to, b"b").unwrap();
-        assert!(matches!(rename_noreplace(&from, &to), Renamed::Exists));
-        assert_eq!(fs::read(&from).unwrap(), b"a");
-        assert_eq!(fs::read(&to).unwrap(), b"b");
-        fs::remove_file(&to).unwrap();
-        assert!(matches!(rename_noreplace(&from, &to), Renamed::Done));
-        assert_eq!(fs::read(&to).unwrap(), b"a");
-        assert!(!from.exists());
     }
 }
