@@ -20,7 +20,7 @@ pub(crate) struct Housekeeping {
     /// Each on a cache line of its own: a flag two workers shared would cross between their
     /// cores at every target.
     evicting: Box<[Flag]>,
-    /// Sweeps (one after each created job) and evicts of no worker under way.
+    /// Sweeps (one after each created job) and evicts of no worker (a cancel's) under way.
     others: AtomicUsize,
     /// Cancels waiting in [`quiet`](Self::quiet).
     waiting: AtomicUsize,
@@ -52,12 +52,13 @@ impl Housekeeping {
                     flag: Some(flag),
                 }
             }
-            None => self.sweep(),
+            None => self.other(),
         }
     }
 
-    /// Marks a sweep under way until the guard is dropped.
-    pub(crate) fn sweep(&self) -> Busy<'_> {
+    /// Marks a sweep, or an evict of no worker (a cancel's), under way until the guard is
+    /// dropped.
+    pub(crate) fn other(&self) -> Busy<'_> {
         self.others.fetch_add(1, Ordering::SeqCst);
         Busy {
             hk: self,
@@ -75,10 +76,10 @@ impl Housekeeping {
 
     /// Waits until no evict or sweep is under way, or until `out` holds (the caller's job is
     /// no longer at risk: its target in flight is stored; told by [`wake`](Self::wake)). One
-    /// that begins after the caller's job was counted sees it and deletes nothing, so while
-    /// the job is counted this waits in effect only for those begun before (an evict or sweep
-    /// that finds such a job marks itself busy for no longer than its look); once it is not,
-    /// `out` ends the wait however many have begun since.
+    /// that begins after the caller's job was counted sees it and deletes nothing (marked busy
+    /// for no longer than its look), but for the evict after the job's own target is stored,
+    /// which runs: so while the job is counted this waits in effect for those begun before and
+    /// that one; once it is not, `out` ends the wait however many have begun since.
     pub(crate) async fn quiet(&self, mut out: impl FnMut() -> bool) {
         self.waiting.fetch_add(1, Ordering::SeqCst);
         let _waiting = Waiting(&self.waiting);
@@ -144,7 +145,7 @@ mod tests {
     fn quiet_waits_for_every_evict_and_sweep_under_way() {
         let hk = Housekeeping::new(2);
         let evict = hk.evict(1);
-        let sweep = hk.sweep();
+        let sweep = hk.other();
         let mut quiet = pin!(hk.quiet(|| false));
         assert!(poll_once(&mut quiet).is_pending());
         drop(evict);

@@ -26,7 +26,7 @@ use crate::Fetch;
 use crate::callers::Callers;
 use crate::catch::{CatchUnwind, Panicked, catching};
 use crate::guarded::Guarded;
-use crate::housekeeping::Housekeeping;
+use crate::housekeeping::{Busy, Housekeeping};
 
 /// The answer to a submit.
 #[derive(Debug, Clone, PartialEq)]
@@ -539,10 +539,11 @@ impl Runner {
     /// Cancels the live job `id`: it is `cancelled` in the store at once (should the store fail
     /// that write, the runner makes it again before the next submit, after each stored target
     /// and at close); its in-flight target, if any, finishes and is stored; no further target
-    /// starts. A job with its target in flight is written `cancelled` only once an evict or
-    /// sweep already under way is over, or that target is stored (one that began before the
-    /// cancel could delete the job, terminal then, under that target); later ones are put off
-    /// until the target is stored. (A target is in flight from when a worker takes it, before its `running` is
+    /// starts. A job with its target in flight is written `cancelled` only once no evict or
+    /// sweep is under way (one that began before the cancel could delete the job, terminal
+    /// then, under that target), or once that target is stored; later ones are put off while
+    /// a cancelled job has its target in flight, and the cancel makes one more evict after its
+    /// write (the one after that target's store may have come before it). (A target is in flight from when a worker takes it, before its `running` is
     /// written: one whose write is being made as the cancel comes is still fetched.) `false`
     /// for an unknown id or a job that is already terminal, to the runner: once a close has
     /// begun, every job with no target in flight is ended (to be written `failed`, `runner
@@ -616,6 +617,14 @@ impl Runner {
                     inner.housekeeping.quiet(out).await;
                 }
                 inner.set_status(&id, JobStatus::Cancelled, "").await;
+                if c.inflight {
+                    // The evict after that target was stored may have come before this write
+                    // made the job terminal, and kept it: one more, as that evict would have
+                    // been (put off, if the target is still in flight).
+                    inner
+                        .evict_marked(inner.housekeeping.other(), None, &id)
+                        .await;
+                }
                 // The runner (and so the store) let go of before close is told.
                 drop(inner);
                 drop(op);
@@ -1329,25 +1338,32 @@ impl Inner {
     /// way in [`Inner::housekeeping`] before its look, so that a cancel counting such a job
     /// meanwhile writes `cancelled` only once this evict is over.
     async fn evict(&self, worker: usize, d: &Dispatch) {
-        let _busy = self.housekeeping.evict(worker);
+        self.evict_marked(self.housekeeping.evict(worker), Some(d.key), &d.id)
+            .await;
+    }
+
+    /// An evict marked under way by `_busy`, after a write of job `job` (for the logs), which
+    /// waits for the cancelled jobs with a target in flight but `except`'s (see
+    /// [`evict`](Self::evict)).
+    async fn evict_marked(&self, _busy: Busy<'_>, except: Option<JobKey>, job: &str) {
         if self.cancelled_in_flight.load(Ordering::SeqCst) > 0 {
             let mut st = self.lock();
             let others = st
                 .cancelled_in_flight
                 .iter()
-                .filter(|k| **k != d.key)
+                .filter(|k| Some(**k) != except)
                 .count();
             if others > 0 {
                 st.evict_owed = true;
                 drop(st);
-                debug!(job = %d.id, idx = d.idx, jobs = others, "evict waits for a cancelled job's target in flight");
+                debug!(job = %job, jobs = others, "evict waits for a cancelled job's target in flight");
                 return;
             }
         }
         match self.store().evict(self.cfg.max_bytes).await {
             Ok(0) => {}
             Ok(n) => debug!(jobs = n, "evicted terminal jobs over the byte budget"),
-            Err(e) => warn!(job = %d.id, error = %e, "store: evict failed"),
+            Err(e) => warn!(job = %job, error = %e, "store: evict failed"),
         }
     }
 
@@ -1355,7 +1371,7 @@ impl Inner {
     /// (SPEC §7), or as one put off; not while a cancelled job has its target in flight (its
     /// lease is that of the cancel): owed then, as an evict is (see [`evict`](Self::evict)).
     async fn sweep(&self, now: i64, created: Option<&str>) {
-        let _busy = self.housekeeping.sweep();
+        let _busy = self.housekeeping.other();
         if self.cancelled_in_flight.load(Ordering::SeqCst) > 0 {
             let mut st = self.lock();
             let jobs = st.cancelled_in_flight.len();
@@ -1801,7 +1817,8 @@ mod tests {
         );
     }
 
-    /// A runner's `Debug` shows its settings.
+    /// A retry time a century or more away is never: no deadline, which tokio would round up
+    /// past the largest `Instant`.
     #[test]
     fn a_retry_time_decades_away_is_never() {
         let epoch = tokio::time::Instant::now();
@@ -1816,6 +1833,7 @@ mod tests {
         assert_eq!(retry_deadline(epoch, Duration::MAX), None);
     }
 
+    /// A runner's `Debug` shows its settings.
     #[test]
     fn a_runners_debug_shows_its_config() {
         two_thread_runtime().block_on(async {
