@@ -307,6 +307,23 @@ fn a_write_whose_failure_rolled_back_the_transaction_fails_alone() {
     s.integrity_check().unwrap();
 }
 
+/// Lets the store's file grow by `pages` pages at most (`PRAGMA max_page_count`): a write
+/// past that fails with SQLITE_FULL, as on a full disk.
+fn leave_room(s: &SqliteStore, pages: i64) {
+    let db = s.db();
+    let now: i64 = db
+        .conn
+        .query_row("PRAGMA page_count", [], |r| r.get(0))
+        .unwrap();
+    db.conn
+        .query_row(
+            &format!("PRAGMA max_page_count = {}", now + pages),
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .unwrap();
+}
+
 /// A real SQLITE_FULL (a result that does not fit under `max_page_count`), wherever it stands
 /// in its batch, fails that write alone: the small writes of the batch, which fit, are stored
 /// and answered Ok, as they would be alone (SQLite rolls the whole transaction back on a full
@@ -318,18 +335,7 @@ fn a_full_disk_under_one_write_fails_that_write_alone() {
         for id in ["a", "b", "c"] {
             block_on(s.admit(&job(id, "alice"), &CAPS)).unwrap();
         }
-        {
-            let db = s.db();
-            let pages: i64 = db
-                .conn
-                .query_row("PRAGMA page_count", [], |r| r.get(0))
-                .unwrap();
-            db.conn
-                .query_row(&format!("PRAGMA max_page_count = {pages}"), [], |r| {
-                    r.get::<_, i64>(0)
-                })
-                .unwrap();
-        }
+        leave_room(&s, 0);
         let finish = |id: &str, len: usize| -> Call<Result<String, String>> {
             let id = job(id, "").id;
             Box::new(move |s| {
@@ -378,20 +384,7 @@ fn a_nearly_full_disk_runs_each_write_of_a_batch_a_few_times_at_most() {
             let j = job(&format!("j{i}"), &format!("c{i}"));
             assert_eq!(block_on(s.admit(&j, &CAPS)), Ok(Admission::Created));
         }
-        {
-            let db = s.db();
-            let pages: i64 = db
-                .conn
-                .query_row("PRAGMA page_count", [], |r| r.get(0))
-                .unwrap();
-            db.conn
-                .query_row(
-                    &format!("PRAGMA max_page_count = {}", pages + 64),
-                    [],
-                    |r| r.get::<_, i64>(0),
-                )
-                .unwrap();
-        }
+        leave_room(&s, 64);
         let runs = Arc::new(AtomicUsize::new(0));
         let calls: Vec<Call<Result<bool, rota_core::StoreError>>> = (0..MAX_BATCH)
             .map(|i| {

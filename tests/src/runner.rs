@@ -4263,22 +4263,19 @@ pub async fn evict_runs_after_every_stored_target_not_only_at_a_jobs_end(
     r.close().await
 }
 
-/// SPEC §5 beside §7: a cancelled job's target in flight finishes and is stored even under a
-/// budget that evicts every terminal job. The store evicts oldest first, so the evict after
-/// another job's stored target waits while the cancelled job (terminal, but with its target
-/// in flight) would go first; the evict after that target is stored deletes both. No outcome
-/// is lost to a job deleted under it (the runner would warn `store: target missing, outcome
-/// not stored`).
-pub async fn evict_leaves_a_cancelled_job_until_its_target_in_flight_is_stored(
+/// Two workers under a budget of 1 byte: job a (2 targets) cancelled with a0 held in flight,
+/// then job b (1) run to its end beside it, b kept (the evict after b0 put off for a0). The
+/// rig and a's and b's ids.
+async fn b_done_beside_a_cancelled_a0_in_flight(
     store: Arc<dyn BatchStore>,
-) -> TestResult {
-    let logs = LogCapture::start();
+    probe: Probe,
+) -> Res<(Rig, String, String)> {
     let cfg = Config {
         max_bytes: 1,
         workers: 2,
         ..config()
     };
-    let r = rig(store, Probe::new(), cfg).await?;
+    let r = rig(store, probe, cfg).await?;
     r.probe.hold(&url("a", 0));
     let a = r.submit("alice", "a", 2).await?;
     r.started(&url("a", 0), 1).await?;
@@ -4297,6 +4294,20 @@ pub async fn evict_leaves_a_cancelled_job_until_its_target_in_flight_is_stored(
         JobStatus::Done,
         "the evict after b0 waits for a0"
     );
+    Ok((r, a, b))
+}
+
+/// SPEC §5 beside §7: a cancelled job's target in flight finishes and is stored even under a
+/// budget that evicts every terminal job. The store evicts oldest first, so the evict after
+/// another job's stored target waits while the cancelled job (terminal, but with its target
+/// in flight) would go first; the evict after that target is stored deletes both. No outcome
+/// is lost to a job deleted under it (the runner would warn `store: target missing, outcome
+/// not stored`).
+pub async fn evict_leaves_a_cancelled_job_until_its_target_in_flight_is_stored(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let logs = LogCapture::start();
+    let (r, a, b) = b_done_beside_a_cancelled_a0_in_flight(store, Probe::new()).await?;
     let v = r.view(&a).await?;
     assert_eq!(v.job.status, JobStatus::Cancelled);
     assert_eq!(
@@ -4549,29 +4560,7 @@ pub async fn a_cancel_as_its_target_is_stored_leaves_no_job_over_the_budget(
 pub async fn an_evict_put_off_for_a_cancelled_target_that_comes_back_busy_is_made_up(
     store: Arc<dyn BatchStore>,
 ) -> TestResult {
-    let cfg = Config {
-        max_bytes: 1,
-        workers: 2,
-        ..config()
-    };
-    let r = rig(store, a0_busy(), cfg).await?;
-    r.probe.hold(&url("a", 0));
-    let a = r.submit("alice", "a", 2).await?;
-    r.started(&url("a", 0), 1).await?;
-    assert!(
-        r.runner.cancel(&a).await,
-        "a is cancelled with a0 in flight"
-    );
-    let b = r.submit("bob", "b", 1).await?;
-    until("b is reported done", || {
-        r.hooks.count(JobOutcome::Done) == 1
-    })
-    .await?;
-    assert_eq!(
-        r.view(&b).await?.job.status,
-        JobStatus::Done,
-        "the evict after b0 is put off"
-    );
+    let (r, a, b) = b_done_beside_a_cancelled_a0_in_flight(store, a0_busy()).await?;
     r.probe.release(&url("a", 0));
     until(
         "a and b are evicted once a0's busy answer is stored",
