@@ -537,21 +537,21 @@ impl Runner {
     }
 
     /// Cancels the live job `id`: it is `cancelled` in the store at once (should the store fail
-    /// that write, the runner makes it again before the next submit, after each stored target
-    /// and at close); its in-flight target, if any, finishes and is stored; no further target
-    /// starts. A job with its target in flight is written `cancelled` only once no evict or
-    /// sweep is under way (one that began before the cancel could delete the job, terminal
-    /// then, under that target), or once that target is stored; later ones are put off while
-    /// a cancelled job has its target in flight, and the cancel makes one more evict after its
-    /// write (the one after that target's store may have come before it). (A target is in flight from when a worker takes it, before its `running` is
-    /// written: one whose write is being made as the cancel comes is still fetched.) `false`
-    /// for an unknown id or a job that is already terminal, to the runner: once a close has
-    /// begun, every job with no target in flight is ended (to be written `failed`, `runner
-    /// closed`, when the fetches in flight have returned), so a cancel of one answers `false`
-    /// while the store still shows it live. A job whose submit is still
-    /// registering it to run (the store holds it, and may have given its id to another
-    /// submit of the same targets as reused) is waited for, then cancelled; or `false` if that
-    /// submit fails or the runner closes meanwhile (the job then ends `failed` in the store).
+    /// that write, the runner makes it again before the next submit, after each stored target and
+    /// at close); its in-flight target, if any, finishes and is stored; no further target starts. A
+    /// job with its target in flight is written `cancelled` only once no evict or sweep is under
+    /// way (one that began before the cancel could delete the job, terminal then, under that
+    /// target), or once that target is stored; later ones are put off while a cancelled job has its
+    /// target in flight, and the cancel makes one more evict after its write (the one after that
+    /// target's store may have come before it). (A target is in flight from when a worker takes it,
+    /// before its `running` is written: one whose write is being made as the cancel comes is still
+    /// fetched.) `false` for an unknown id or a job that is already terminal, to the runner: once a
+    /// close has begun, every job with no target in flight is ended (to be written `failed`,
+    /// `runner closed`, when the fetches in flight have returned), so a cancel of one answers
+    /// `false` while the store still shows it live. A job whose submit is still registering it to
+    /// run (the store holds it, and may have given its id to another submit of the same targets as
+    /// reused) is waited for, then cancelled; or `false` if that submit fails or the runner closes
+    /// meanwhile (the job then ends `failed` in the store).
     pub async fn cancel(&self, id: &str) -> bool {
         let inner = &*self.inner;
         let cancelled = loop {

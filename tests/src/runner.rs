@@ -5472,12 +5472,13 @@ pub async fn a_cancel_whose_status_write_fails_is_written_again_at_close(
     r.close().await
 }
 
-/// A store call that panics (a bug of the store's) is a store error to the runner, handled as
-/// any: a panicking `start_target` fails the target, a panicking `finish_target` ends the job
-/// `failed` as not stored, a panicking `evict` or `sweep` is logged, a panicking `admit` fails
-/// the submit, a panicking `set_status` is made again, a panicking `view` or `touch` is an
-/// error to its caller, a panicking `recover` fails `Runner::start`. The one worker that made the calls goes on (a panic that reached it
-/// would end it, and no later job would run); the panic's value is never logged or stored.
+/// A store call that panics (a bug of the store's) is a store error to the runner, handled as any:
+/// a panicking `start_target` fails the target, a panicking `finish_target` ends the job `failed`
+/// as not stored, a panicking `evict` or `sweep` is logged, a panicking `admit` fails the submit, a
+/// panicking `set_status` is made again, a panicking `view` or `touch` is an error to its caller, a
+/// panicking `recover` fails `Runner::start`. The one worker that made the calls goes on (a panic
+/// that reached it would end it, and no later job would run); the panic's value is never logged or
+/// stored.
 pub async fn a_panicking_store_call_is_an_error_and_stops_no_worker(
     store: Arc<dyn BatchStore>,
 ) -> TestResult {
