@@ -95,6 +95,16 @@ macro_rules! conformance_tests {
                 view_is_the_job_beside_its_targets,
                 empty_and_mebibyte_values_round_trip,
                 any_utf8_round_trips_exactly,
+                ids_callers_and_keys_that_are_prefixes_or_empty_stay_apart,
+                ttl_zero_and_negative_reuse_and_sweep_by_the_same_rule,
+                times_at_the_ends_of_i64_round_trip_and_order_as_numbers,
+                a_write_at_an_earlier_now_sets_the_lease_back,
+                reuse_among_jobs_created_at_the_same_second_takes_the_greatest_id,
+                a_job_of_no_targets_is_stored_and_ended_like_any_other,
+                a_job_of_32_targets_is_stored_in_idx_order_and_33_are_refused,
+                start_twice_and_finish_of_a_target_not_running,
+                finish_with_targets_still_pending_ends_the_job,
+                writes_to_an_ended_job_never_count_it_live_again,
             ]
             arc[
                 concurrent_admits_of_one_key_create_one_job,
@@ -1732,5 +1742,538 @@ pub async fn concurrent_writes_keep_every_count(store: Arc<dyn BatchStore>) -> C
         assert_eq!((r.targets_done, r.status), (TARGETS, JobStatus::Running));
     }
     assert_eq!(store.total_bytes().await?, total);
+    Ok(())
+}
+
+// ---- edge cases ---------------------------------------------------------------------------
+
+/// A job id, caller or key may be any string to a store, the empty one and ones that are
+/// prefixes of each other included (`""`, `"a"`, `"a\0"`, `"ab"`): each job keeps its own row and
+/// targets, a write to one reaches no other, a delete takes only its own rows, and the caller and
+/// key indexes keep them apart. Evict takes jobs of one `created_at` in byte order of their ids
+/// (the empty id first, a prefix before what it starts, `"Z"` < `"a"` < `"é"`).
+pub async fn ids_callers_and_keys_that_are_prefixes_or_empty_stay_apart(
+    store: &dyn BatchStore,
+) -> Check {
+    let ids = ["", "a", "a\0", "ab", "Z", "é"];
+    for (n, id) in ids.iter().enumerate() {
+        let job = NewJob {
+            id: (*id).to_owned(),
+            caller: ids[n % 3].to_owned(),
+            class: CallerClass::Fleet,
+            idem_key: ids[n].to_owned(),
+            targets: (0..=n)
+                .map(|i| (format!("u{n}/{i}"), "{}".into()))
+                .collect(),
+            now: T0,
+        };
+        created(store, &job, &ROOMY).await?;
+    }
+    for (n, id) in ids.iter().enumerate() {
+        let r = row(store, id).await?;
+        assert_eq!((r.id.as_str(), r.targets_total), (*id, n + 1), "job {id:?}");
+        let targets = store.targets(id).await?;
+        assert_eq!(targets.len(), n + 1, "targets of job {id:?}");
+        assert!(
+            targets.iter().all(|t| t.url.starts_with(&format!("u{n}/"))),
+            "job {id:?} holds only its own targets"
+        );
+        counts_agree(store, id).await?;
+    }
+    // Callers "", "a", "a\0" have two live jobs each; "ab" (a key and id, never a caller), none.
+    for caller in ["", "a", "a\0"] {
+        assert_eq!(store.live_jobs(Some(caller)).await?, 2, "caller {caller:?}");
+    }
+    assert_eq!(store.live_jobs(Some("ab")).await?, 0);
+    // A write to "a" reaches neither "" nor "ab" nor "a\0".
+    let before: Vec<JobRow> = {
+        let mut v = Vec::new();
+        for id in ["", "a\0", "ab"] {
+            v.push(row(store, id).await?);
+        }
+        v
+    };
+    assert!(store.start_target("a", 1, T0 + 1).await?.is_some());
+    assert!(
+        store
+            .finish_target("a", 1, &done("xyz"), T0 + 2, Some(JobStatus::Done))
+            .await?
+    );
+    for (id, was) in ["", "a\0", "ab"].iter().zip(&before) {
+        assert_eq!(&row(store, id).await?, was, "job {id:?} untouched");
+    }
+    // Reuse by an empty caller and an empty key.
+    let probe = NewJob {
+        id: "probe".into(),
+        caller: String::new(),
+        class: CallerClass::Fleet,
+        idem_key: String::new(),
+        targets: vec![("u".into(), "{}".into())],
+        now: T0 + 3,
+    };
+    assert_eq!(
+        store.admit(&probe, &ROOMY).await?,
+        Admission::Reused { id: String::new() }
+    );
+    // Every job ended at one created_at: evict goes by id, in byte order.
+    for id in ids {
+        store.set_status(id, JobStatus::Failed, "", T0 + 4).await?;
+    }
+    let mut order = ids.to_vec();
+    order.sort_unstable();
+    assert_eq!(order, ["", "Z", "a", "a\0", "ab", "é"]);
+    while let Some(next) = order.first().copied() {
+        let total = store.total_bytes().await?;
+        let own = row(store, next).await?.n_bytes;
+        assert_eq!(store.evict(total - 1).await?, 1, "evicting {next:?}");
+        assert_eq!(store.job(next).await?, None, "job {next:?} is the oldest");
+        assert!(
+            store.targets(next).await?.is_empty(),
+            "{next:?}'s targets go"
+        );
+        assert_eq!(store.total_bytes().await?, total - own);
+        order.remove(0);
+        for id in &order {
+            counts_agree(store, id).await?;
+        }
+    }
+    assert_eq!(store.total_bytes().await?, 0);
+    Ok(())
+}
+
+/// A reuse window of 0 reuses only a job whose lease is later than now (a clock gone back); a
+/// negative one, only a lease more than that far ahead. A sweep with ttl 0 deletes the terminal
+/// jobs whose lease is before now; with a negative ttl, also those whose lease is up to that far
+/// ahead of now (`lease < now - ttl`), never a live one.
+pub async fn ttl_zero_and_negative_reuse_and_sweep_by_the_same_rule(
+    store: &dyn BatchStore,
+) -> Check {
+    // (job, lease, probe now, ttl, reused?)
+    let cases = [
+        (1, T0, T0, 0, false),
+        (2, T0 + 1, T0, 0, true),
+        (3, T0 + 5, T0, -5, false),
+        (4, T0 + 6, T0, -5, true),
+        (5, T0, T0 + 1, 0, false),
+    ];
+    for (n, lease, at, ttl, reused) in cases {
+        let key = format!("k{n}");
+        let id = job_in(store, n, "alice", &key, JobStatus::Done, lease).await?;
+        let probe = new_job(n + 10, "alice", &key, 1, at);
+        let caps = Caps {
+            ttl_secs: ttl,
+            ..ROOMY
+        };
+        let want = if reused {
+            Admission::Reused { id }
+        } else {
+            Admission::Created
+        };
+        assert_eq!(
+            store.admit(&probe, &caps).await?,
+            want,
+            "lease {lease}, now {at}, ttl {ttl}"
+        );
+    }
+    // Jobs 1..=5 are done (leases T0, T0+1, T0+5, T0+6, T0); 11, 15 were created queued at T0
+    // and T0+1, 13 at T0. Sweep at T0 with ttl 0: none is before T0.
+    assert_eq!(store.sweep(T0, 0).await?, 0);
+    // ttl 0 at T0+1: the done jobs of lease T0 (1 and 5).
+    assert_eq!(store.sweep(T0 + 1, 0).await?, 2);
+    for (n, there) in [(1, false), (5, false), (2, true), (3, true), (4, true)] {
+        assert_eq!(store.job(&job_id(n)).await?.is_some(), there, "job {n}");
+    }
+    // ttl -5 at T0+1: cutoff T0+6, so leases T0+1 and T0+5 go, T0+6 stays.
+    assert_eq!(store.sweep(T0 + 1, -5).await?, 2);
+    assert!(store.job(&job_id(4)).await?.is_some());
+    // Live jobs are never swept, whatever the ttl.
+    assert_eq!(store.sweep(T0, i64::MIN).await?, 1, "job 4, of lease T0+6");
+    for n in [11, 13, 15] {
+        assert_eq!(
+            store.job(&job_id(n)).await?.map(|j| j.status),
+            Some(JobStatus::Queued)
+        );
+    }
+    let mut live_bytes = 0;
+    for n in [11, 13, 15] {
+        live_bytes += counts_agree(store, &job_id(n)).await?;
+    }
+    assert_eq!(store.total_bytes().await?, live_bytes);
+    Ok(())
+}
+
+/// Times at the ends of `i64` round-trip (created_at, lease), order evict and sweep as numbers
+/// (negative before positive), and the windows saturate instead of wrapping: a sweep at
+/// `i64::MIN` deletes nothing whatever the (positive) ttl, one at `i64::MAX` with ttl 0 every
+/// terminal job but one leased at `i64::MAX`, and a job leased at `i64::MIN` is never reused at
+/// `i64::MAX` (its age saturates at `i64::MAX`, not below any window).
+pub async fn times_at_the_ends_of_i64_round_trip_and_order_as_numbers(
+    store: &dyn BatchStore,
+) -> Check {
+    let times = [i64::MAX, -1, i64::MIN, 0, i64::MIN + 1, i64::MAX - 1];
+    for (n, &at) in times.iter().enumerate() {
+        let id = job_in(
+            store,
+            n as u32,
+            "alice",
+            &format!("k{n}"),
+            JobStatus::Done,
+            at,
+        )
+        .await?;
+        let r = row(store, &id).await?;
+        assert_eq!((r.created_at, r.lease), (at, at), "job {n}");
+    }
+    // Reuse: a job leased at i64::MIN is not reusable at i64::MAX with the widest window.
+    let caps = Caps {
+        ttl_secs: i64::MAX,
+        ..ROOMY
+    };
+    let probe = new_job(20, "alice", "k2", 1, i64::MAX);
+    assert_eq!(store.admit(&probe, &caps).await?, Admission::Created);
+    assert!(
+        store
+            .set_status(&probe.id, JobStatus::Done, "", i64::MAX)
+            .await?
+    );
+    // ... and one leased at i64::MAX is, at i64::MIN (a clock gone back), with any window > 0 ...
+    let probe = new_job(21, "alice", "k0", 1, i64::MIN);
+    assert_eq!(
+        store
+            .admit(
+                &probe,
+                &Caps {
+                    ttl_secs: 1,
+                    ..ROOMY
+                }
+            )
+            .await?,
+        Admission::Reused { id: job_id(0) }
+    );
+    // Sweeps whose cutoff saturates at the bottom delete nothing.
+    assert_eq!(store.sweep(i64::MIN, 1).await?, 0);
+    assert_eq!(store.sweep(i64::MIN, i64::MAX).await?, 0);
+    // ttl i64::MIN at i64::MIN: a cutoff of 0, the jobs leased at i64::MIN, i64::MIN + 1, -1.
+    assert_eq!(store.sweep(i64::MIN, i64::MIN).await?, 3);
+    for (n, &at) in times.iter().enumerate() {
+        assert_eq!(
+            store.job(&job_id(n as u32)).await?.is_some(),
+            at >= 0,
+            "job {n} at {at}"
+        );
+    }
+    // Evict order by created_at: 0 (job 3), then i64::MAX - 1 (job 5), then the two at
+    // i64::MAX by id (jobs 0 and 20).
+    for gone in [3, 5, 0, 20] {
+        let total = store.total_bytes().await?;
+        assert_eq!(store.evict(total - 1).await?, 1);
+        assert_eq!(store.job(&job_id(gone)).await?, None, "job {gone} next");
+    }
+    // Sweep at i64::MAX with ttl 0 takes every terminal job but one leased at i64::MAX.
+    let a = job_in(store, 30, "bob", "a", JobStatus::Done, i64::MAX).await?;
+    let b = job_in(store, 31, "bob", "b", JobStatus::Done, i64::MAX - 1).await?;
+    assert_eq!(store.sweep(i64::MAX, 0).await?, 1);
+    assert!(store.job(&a).await?.is_some());
+    assert_eq!(store.job(&b).await?, None);
+    assert_eq!(store.total_bytes().await?, counts_agree(store, &a).await?);
+    Ok(())
+}
+
+/// A clock gone back: a write at a `now` earlier than the lease sets the lease back to it (the
+/// lease is the last activity's time, not the latest time), and sweep and reuse then count
+/// from that earlier lease. Each kind of write is checked alone, right after a sweep that found
+/// nothing due at the later lease, so a store that skips a sweep by a kept bound on the oldest
+/// lease must lower that bound on every one of them.
+pub async fn a_write_at_an_earlier_now_sets_the_lease_back(store: &dyn BatchStore) -> Check {
+    let kinds = [
+        "touch",
+        "finish_target",
+        "start_target",
+        "set_status",
+        "recover",
+    ];
+    for (n, what) in (1..).zip(kinds) {
+        let key = format!("k{n}");
+        let id = match what {
+            "set_status" => job_in(store, n, "alice", &key, JobStatus::Running, T0 + 100).await?,
+            "recover" => job_in(store, n, "alice", &key, JobStatus::Queued, T0 + 100).await?,
+            _ => job_in(store, n, "alice", &key, JobStatus::Done, T0 + 100).await?,
+        };
+        assert_eq!(
+            store.sweep(T0 + 50, 10).await?,
+            0,
+            "{what}: nothing due yet"
+        );
+        match what {
+            "touch" => assert!(store.touch(&id, T0 + 10).await?),
+            "finish_target" => assert!(
+                store
+                    .finish_target(&id, 0, &done("{}"), T0 + 10, None)
+                    .await?
+            ),
+            "start_target" => assert!(store.start_target(&id, 0, T0 + 10).await?.is_some()),
+            "set_status" => assert!(
+                store
+                    .set_status(&id, JobStatus::Partial, "", T0 + 10)
+                    .await?
+            ),
+            _ => assert_eq!(store.recover("interrupted", T0 + 10).await?, 1),
+        }
+        assert_eq!(row(store, &id).await?.lease, T0 + 10, "{what}");
+        // Cutoff T0 + 40: the job, leased at T0 + 10 now, is due.
+        assert_eq!(
+            store.sweep(T0 + 50, 10).await?,
+            1,
+            "{what}: due at its new lease"
+        );
+        assert_eq!(store.job(&id).await?, None, "{what}");
+    }
+    // Reuse counted from the earlier lease: at T0 + 19 (age 9) yes, at T0 + 20 no.
+    let caps = Caps {
+        ttl_secs: 10,
+        ..ROOMY
+    };
+    for (n, at, reused) in [(10, T0 + 19, true), (11, T0 + 20, false)] {
+        let key = format!("r{n}");
+        let id = job_in(store, n, "alice", &key, JobStatus::Done, T0 + 100).await?;
+        assert!(store.touch(&id, T0 + 10).await?);
+        let probe = new_job(n + 10, "alice", &key, 1, at);
+        let want = if reused {
+            Admission::Reused { id }
+        } else {
+            Admission::Created
+        };
+        assert_eq!(store.admit(&probe, &caps).await?, want, "probe at {at}");
+    }
+    Ok(())
+}
+
+/// Of several reusable jobs of one caller and key created at the same second, admit answers
+/// the one of the greatest id (the order evict takes them in, reversed): every backend the
+/// same, though SPEC only says "the most recently created".
+pub async fn reuse_among_jobs_created_at_the_same_second_takes_the_greatest_id(
+    store: &dyn BatchStore,
+) -> Check {
+    // ttl 0 reuses only a lease after now: each admit at T0 creates, then touches make all
+    // reusable.
+    let caps = Caps {
+        ttl_secs: 0,
+        ..ROOMY
+    };
+    for n in [5, 9, 2] {
+        created(store, &new_job(n, "alice", "k", 1, T0), &caps).await?;
+        assert!(
+            store
+                .set_status(&job_id(n), JobStatus::Done, "", T0)
+                .await?
+        );
+    }
+    for n in [5, 9, 2] {
+        assert!(store.touch(&job_id(n), T0 + 1).await?);
+    }
+    let probe = new_job(7, "alice", "k", 1, T0);
+    assert_eq!(
+        store.admit(&probe, &caps).await?,
+        Admission::Reused { id: job_id(9) }
+    );
+    Ok(())
+}
+
+/// A job of no targets is a job to a store (the runner refuses it before, SPEC §3 step 1): it
+/// is stored queued with no target rows and 0 bytes, read back by `view`, capped by
+/// `targets_per_job` 0 only when it has more, counted live until it ends, and deleted by sweep.
+pub async fn a_job_of_no_targets_is_stored_and_ended_like_any_other(
+    store: &dyn BatchStore,
+) -> Check {
+    let caps = Caps {
+        targets_per_job: 0,
+        ..ROOMY
+    };
+    let empty = new_job(1, "alice", "k", 0, T0);
+    created(store, &empty, &caps).await?;
+    assert_eq!(
+        store
+            .admit(&new_job(2, "alice", "k2", 1, T0), &caps)
+            .await?,
+        Admission::TooManyTargets { max: 0, got: 1 }
+    );
+    let r = row(store, &empty.id).await?;
+    assert_eq!(
+        (r.status, r.targets_total, r.targets_done, r.n_bytes),
+        (JobStatus::Queued, 0, 0, 0)
+    );
+    assert_eq!(store.view(&empty.id).await?, Some((r, Vec::new())));
+    assert_eq!(store.start_target(&empty.id, 0, T0 + 1).await?, None);
+    assert_eq!(store.live_jobs(Some("alice")).await?, 1);
+    assert_eq!(store.total_bytes().await?, 0);
+    assert!(
+        store
+            .set_status(&empty.id, JobStatus::Done, "", T0 + 2)
+            .await?
+    );
+    assert_eq!(store.live_jobs(None).await?, 0);
+    assert_eq!(store.evict(0).await?, 0, "a total of 0 already fits");
+    assert_eq!(store.sweep(T0 + 200, 100).await?, 1);
+    assert_eq!(store.view(&empty.id).await?, None);
+    Ok(())
+}
+
+/// With the default cap of 32 targets, a job of exactly 32 is stored with its targets read back
+/// in numeric idx order (10 after 9, not after 1), each written to by its own idx; one of 33 is
+/// refused with `{ max: 32, got: 33 }`.
+pub async fn a_job_of_32_targets_is_stored_in_idx_order_and_33_are_refused(
+    store: &dyn BatchStore,
+) -> Check {
+    let caps = Caps {
+        targets_per_job: 32,
+        ..ROOMY
+    };
+    let job = new_job(1, "alice", "k", 32, T0);
+    created(store, &job, &caps).await?;
+    assert_eq!(
+        store
+            .admit(&new_job(2, "alice", "k2", 33, T0), &caps)
+            .await?,
+        Admission::TooManyTargets { max: 32, got: 33 }
+    );
+    for idx in (0..32).rev() {
+        let w = done(&"r".repeat(idx));
+        assert!(store.finish_target(&job.id, idx, &w, T0 + 1, None).await?);
+    }
+    let targets = store.targets(&job.id).await?;
+    assert_eq!(
+        targets.iter().map(|t| t.idx).collect::<Vec<_>>(),
+        (0..32).collect::<Vec<_>>()
+    );
+    for t in &targets {
+        assert_eq!(t.url, format!("https://example.com/1/{}", t.idx));
+        assert_eq!(t.result.as_deref().map(str::len), Some(t.idx));
+    }
+    assert_eq!(store.start_target(&job.id, 32, T0 + 2).await?, None);
+    assert_eq!(row(store, &job.id).await?.targets_done, 32);
+    counts_agree(store, &job.id).await?;
+    Ok(())
+}
+
+/// Starting a target twice leaves it running, counted once (no result, no done), and moves the
+/// lease each time; finishing a target that was never started (pending) stores it as any other;
+/// finishing it again replaces the outcome and its bytes, still counted once.
+pub async fn start_twice_and_finish_of_a_target_not_running(store: &dyn BatchStore) -> Check {
+    let job = new_job(1, "alice", "k", 2, T0);
+    created(store, &job, &ROOMY).await?;
+    let id = job.id.as_str();
+    let first = store.start_target(id, 0, T0 + 1).await?;
+    let second = store.start_target(id, 0, T0 + 2).await?;
+    assert_eq!(first, second, "the same row both times");
+    let r = row(store, id).await?;
+    assert_eq!(
+        (r.status, r.lease, r.targets_done),
+        (JobStatus::Running, T0 + 2, 0)
+    );
+    // Target 1 was never started.
+    assert!(
+        store
+            .finish_target(id, 1, &done(&"x".repeat(50)), T0 + 3, None)
+            .await?
+    );
+    assert!(
+        store
+            .finish_target(id, 1, &failed("gone", "retry"), T0 + 4, None)
+            .await?
+    );
+    let targets = store.targets(id).await?;
+    assert_eq!(
+        targets
+            .get(1)
+            .map(|t| (t.status, t.result.clone(), t.error.as_str())),
+        Some((TargetState::Failed, None, "gone"))
+    );
+    let r = row(store, id).await?;
+    assert_eq!((r.targets_done, r.lease), (1, T0 + 4));
+    let bytes = counts_agree(store, id).await?;
+    assert_eq!(store.total_bytes().await?, bytes);
+    Ok(())
+}
+
+/// `finish_target` with a `finish` status while other targets are still pending ends the job
+/// all the same (the store takes the runner's word): those targets stay pending and uncounted,
+/// the caller's live count drops, and the job then goes with every one of its targets.
+pub async fn finish_with_targets_still_pending_ends_the_job(store: &dyn BatchStore) -> Check {
+    let caps = Caps {
+        jobs_per_caller: 1,
+        ..ROOMY
+    };
+    let job = new_job(1, "alice", "k", 3, T0);
+    created(store, &job, &caps).await?;
+    assert!(store.start_target(&job.id, 0, T0 + 1).await?.is_some());
+    assert!(
+        store
+            .finish_target(&job.id, 0, &done("{}"), T0 + 2, Some(JobStatus::Partial))
+            .await?
+    );
+    let r = row(store, &job.id).await?;
+    assert_eq!(
+        (r.status, r.targets_done, r.targets_total),
+        (JobStatus::Partial, 1, 3)
+    );
+    let states: Vec<TargetState> = store
+        .targets(&job.id)
+        .await?
+        .iter()
+        .map(|t| t.status)
+        .collect();
+    assert_eq!(
+        states,
+        [
+            TargetState::Done,
+            TargetState::Pending,
+            TargetState::Pending
+        ]
+    );
+    assert_eq!(store.live_jobs(Some("alice")).await?, 0);
+    created(store, &new_job(2, "alice", "k2", 1, T0 + 3), &caps).await?;
+    assert_eq!(store.evict(0).await?, 1);
+    assert_eq!(store.job(&job.id).await?, None);
+    assert!(store.targets(&job.id).await?.is_empty());
+    assert_eq!(
+        store.total_bytes().await?,
+        counts_agree(store, &job_id(2)).await?
+    );
+    Ok(())
+}
+
+/// Writes to an ended job (a late target, a start, a touch, a refused `finish`, recovery) never
+/// count it live again, for its caller or in all, and never free or take another's slot.
+pub async fn writes_to_an_ended_job_never_count_it_live_again(store: &dyn BatchStore) -> Check {
+    use JobStatus::*;
+    let mut n = 0;
+    for end in [Done, Partial, Failed, Cancelled] {
+        n += 1;
+        let id = job_in(store, n, "alice", &format!("k{n}"), Running, T0).await?;
+        assert!(store.set_status(&id, end, "", T0 + 1).await?);
+        assert!(store.start_target(&id, 0, T0 + 2).await?.is_some());
+        assert!(
+            store
+                .finish_target(&id, 0, &TargetWrite::Pending, T0 + 3, Some(Running))
+                .await?
+        );
+        assert!(store.touch(&id, T0 + 4).await?);
+        assert_eq!(store.recover("interrupted", T0 + 5).await?, 0);
+        assert_eq!(row(store, &id).await?.status, end);
+        assert_eq!(store.live_jobs(Some("alice")).await?, 0, "after {end}");
+        assert_eq!(store.live_jobs(None).await?, 0, "after {end}");
+    }
+    let caps = Caps {
+        jobs_per_caller: 1,
+        jobs_total: 1,
+        ..ROOMY
+    };
+    created(store, &new_job(10, "alice", "new", 1, T0 + 6), &caps).await?;
+    assert_eq!(
+        store
+            .admit(&new_job(11, "bob", "new", 1, T0 + 6), &caps)
+            .await?,
+        Admission::Busy
+    );
     Ok(())
 }
