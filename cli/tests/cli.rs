@@ -741,6 +741,30 @@ async fn a_sqlite_path_that_looks_like_a_uri_is_a_file_of_that_name() {
     assert_eq!(code(&o), 0, "{}", stderr(&o));
 }
 
+/// README: a store path "that names a directory is refused (... one ending in `.` or `..` as
+/// naming a directory)". `sqlite:x/.` ends in `.`: it must be refused before anything is
+/// opened, not made into the file `x` by SQLite (which resolves the `.`), which every later
+/// command on `sqlite:x/.` then fails to find ("Not a directory").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_path_ending_in_a_dot_is_refused_and_makes_no_file() {
+    let s = common::start().await;
+    let env = Env::new();
+    let targets = json_array(&[s.url("/ok")]);
+    for (kind, name) in [("sqlite", "x"), ("redb", "y")] {
+        let store = format!("{kind}:{name}/.");
+        let o = env
+            .rota(&["--store", &store, "run", "-"], Some(&targets))
+            .await;
+        let err = stderr(&o);
+        assert_eq!(code(&o), 1, "{store}: {err}");
+        assert!(err.contains("names a directory"), "{store}: {err}");
+        assert!(
+            !env.dir.path().join(name).exists(),
+            "{store} made the file {name}: {err}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_reads_the_job_back_from_the_sqlite_file() {
     let s = common::start().await;
