@@ -42,20 +42,19 @@ impl FromStr for StoreUrl {
                     "{kind}:PATH takes a file path, not a URL with //: write {kind}:{rest} for \
                      the file {rest}, or {kind}:/{rest} for /{rest}"
                 ))
-            } else if path.ends_with('/') || Path::new(path).file_name().is_none() {
-                // SQLite would make the file `x` of `x/`, and every later open of `x/` (a
-                // `rota status` of a job it holds) then fail as not a directory.
+            } else if path.ends_with('/') || names_a_directory(path) {
+                // SQLite would make the file `x` of `x/` (and of `x/.`, whose `.` it resolves),
+                // and every later open of `x/` (a `rota status` of a job it holds) then fail as
+                // not a directory.
                 let file = path.trim_end_matches('/');
-                Err(
-                    if file.is_empty() || Path::new(file).file_name().is_none() {
-                        format!("{kind}:PATH takes a file path, and {path} names a directory")
-                    } else {
-                        format!(
-                            "{kind}:PATH takes a file path, and {path} ends with a slash: write \
+                Err(if file.is_empty() || names_a_directory(file) {
+                    format!("{kind}:PATH takes a file path, and {path} names a directory")
+                } else {
+                    format!(
+                        "{kind}:PATH takes a file path, and {path} ends with a slash: write \
                          {kind}:{file} for the file {file}"
-                        )
-                    },
-                )
+                    )
+                })
             } else {
                 Ok(PathBuf::from(path))
             }
@@ -72,6 +71,13 @@ impl FromStr for StoreUrl {
             ))
         }
     }
+}
+
+/// Whether `path` ends in `.` or `..` (`x/.`, `..`): a directory, whatever is before it.
+/// ([`Path::file_name`] alone misses `x/.`, whose components drop the `.`: its name is `x`.)
+fn names_a_directory(path: &str) -> bool {
+    let last = path.rsplit(std::path::is_separator).next().unwrap_or(path);
+    matches!(last, "." | "..") || Path::new(path).file_name().is_none()
 }
 
 impl fmt::Display for StoreUrl {
@@ -226,6 +232,9 @@ mod tests {
             ("sqlite:.", ". names a directory"),
             ("redb:a/..", "a/.. names a directory"),
             ("sqlite:../", "../ names a directory"),
+            ("sqlite:x/.", "x/. names a directory"),
+            ("redb:a/b/.", "a/b/. names a directory"),
+            ("sqlite:x/./", "x/./ names a directory"),
         ] {
             let Err(e) = url.parse::<StoreUrl>() else {
                 panic!("{url} was accepted");
