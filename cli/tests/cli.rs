@@ -2124,6 +2124,65 @@ mod interrupt {
         );
     }
 
+    /// A SIGTERM that comes while a reused job's stored outcome is first looked at (a job of
+    /// large pages: that look reads every stored result, which takes a while) is not lost: the
+    /// job is over, there is nothing to cancel, so it ends the process at once (README: "Once
+    /// the job is over (its results being printed, say to a pipe nobody reads), the first
+    /// signal exits at once"). Here stdout is a pipe nobody reads. (It was taken off the channel
+    /// by nobody: the look saw the job over, and the channel, the signal in it, was dropped;
+    /// rota then went on to print, blocked on the pipe for ever.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_signal_during_a_reused_jobs_first_look_is_not_lost() {
+        let s = common::start().await;
+        let env = Env::new();
+        let urls: Vec<String> = (0..30)
+            .map(|i| s.url(&format!("/big/{}", 4_000_000 + i)))
+            .collect();
+        let f = env.file("t.json", &json_array(&urls));
+        let o = env
+            .rota(&["run", f.to_str().unwrap(), "--max-bytes", "1GiB"], None)
+            .await;
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        let mut child = KillOnDrop::spawn(
+            rota_process()
+                .current_dir(env.dir.path())
+                .env("USER", "tester")
+                .env_remove("ROTA_STORE")
+                .args(["--store", &env.store(), "run", "--max-bytes", "1GiB"])
+                .arg(&f)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        );
+        let _out = child.stdout.take().unwrap();
+        let mut err = Lines::new(child.stderr.take().unwrap());
+        tokio::task::block_in_place(|| {
+            loop {
+                let line = err.next_within(LIMIT).expect("rota ended early");
+                if line.contains(" reused: ") {
+                    return;
+                }
+            }
+        });
+        signal(&child, "-TERM");
+        let status = tokio::task::spawn_blocking(move || {
+            for _ in 0..200 {
+                if let Some(st) = child.try_wait().unwrap() {
+                    return Some(st);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            None
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(143),
+            "a SIGTERM during the reused job's first look did not end rota within 10 s: {}",
+            err.rest_within(Duration::from_secs(1))
+        );
+    }
+
     /// A store that stops taking writes partway (here a file size limit, as a full disk
     /// would) does not keep `rota run` waiting for ever for the job to end in the store: it
     /// ends with 1 once the runner is done, and says why.
