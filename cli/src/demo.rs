@@ -341,7 +341,8 @@ pub async fn demo(store_url: &StoreUrl, args: DemoArgs) -> Result<ExitCode, Stri
         }
     }
     // The jobs are over: a signal from here on has nothing to cancel, and ends the process at
-    // once (see `run::interrupts`).
+    // once (see `run::interrupts`); so does one that came during the last look.
+    crate::run::exit_if_interrupted(&mut interrupts);
     drop(interrupts);
     runner.close().await;
     // Both jobs reported: now the byte budget (which may evict them).

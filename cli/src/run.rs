@@ -242,9 +242,10 @@ pub async fn run(store_url: &StoreUrl, args: RunArgs) -> Result<ExitCode, String
         }
     }
     // The job is over: a signal from here on has nothing to cancel, and ends the process at
-    // once (see [`interrupts`]).
-    drop(interrupts);
+    // once (see [`interrupts`]); so does one that came during the last look.
     progress.finish();
+    exit_if_interrupted(&mut interrupts);
+    drop(interrupts);
     runner.close().await;
 
     let (row, rows) = store
@@ -358,7 +359,23 @@ const CANCEL_GRACE: Duration = Duration::from_secs(5);
 
 /// The first Ctrl-C or SIGTERM, handed to the command: it cancels its jobs, then drops this,
 /// which tells a second signal that the cancel is stored.
-pub(crate) type Interrupt = oneshot::Sender<()>;
+pub(crate) struct Interrupt {
+    /// The shell's exit code for the signal: 130 for Ctrl-C, 143 for SIGTERM.
+    pub(crate) code: i32,
+    /// Dropped once the cancel is stored.
+    _stored: oneshot::Sender<()>,
+}
+
+/// Ends the process at once for an interrupt the command took off `interrupts` only once its
+/// jobs were over (it came during the command's last look at them: a reused job's first look
+/// reads every stored result), as a signal from then on does: there is nothing to cancel. A
+/// command calls it as it stops listening, so that such a signal is not dropped unheard.
+pub(crate) fn exit_if_interrupted(interrupts: &mut mpsc::Receiver<Interrupt>) {
+    if let Ok(interrupt) = interrupts.try_recv() {
+        note!("interrupted");
+        std::process::exit(interrupt.code);
+    }
+}
 
 /// A signal of the same kind as the first that comes this soon after it is the same
 /// interrupt, not a second one: GNU `timeout` sends its signal twice, to the command and then
@@ -396,6 +413,10 @@ pub(crate) fn interrupts() -> Result<mpsc::Receiver<Interrupt>, String> {
             };
             let first_at = Instant::now();
             let (first, cancelled) = oneshot::channel();
+            let first = Interrupt {
+                code: first_code,
+                _stored: first,
+            };
             if tx.send(first).await.is_err() {
                 // The command has stopped listening: nothing to cancel.
                 note!("interrupted");
@@ -417,6 +438,10 @@ pub(crate) fn interrupts() -> Result<mpsc::Receiver<Interrupt>, String> {
             return;
         }
         let (first, cancelled) = oneshot::channel();
+        let first = Interrupt {
+            code: 130,
+            _stored: first,
+        };
         if tx.send(first).await.is_err() {
             // The command has stopped listening: nothing to cancel.
             note!("interrupted");
