@@ -153,13 +153,22 @@ fn not_a_file(path: &Path, m: &std::fs::Metadata) -> StoreError {
     StoreError::Corrupt(format!("{}: {what}, not a rota store", path.display()))
 }
 
+/// Whether `path` names a directory by its form alone: it ends with a slash, or its last part
+/// is `.` or `..` ([`Path::file_name`] alone misses `x/.`: its components drop the `.`, and its
+/// name is `x`).
+fn names_a_directory(path: &Path) -> bool {
+    let bytes = path.as_os_str().as_encoded_bytes();
+    bytes.ends_with(b"/") || bytes.ends_with(b"/.") || path.file_name().is_none()
+}
+
 /// Reads `path`'s header without SQLite and refuses what is not a rota store of this version.
 /// `Ok` for a missing or empty file (new) and for a plausible rota store. Writes nothing.
 pub(crate) fn inspect(path: &Path) -> Result<(), StoreError> {
     let shown = path.display();
     // A name that ends with a slash (or with `.` or `..`) names a directory: SQLite would make
-    // the file `x` of `x/`, which every later open of `x/` would then fail to find.
-    if path.as_os_str().as_encoded_bytes().ends_with(b"/") || path.file_name().is_none() {
+    // the file `x` of `x/` (and of `x/.`), which every later open of `x/` would then fail to
+    // find.
+    if names_a_directory(path) {
         return Err(StoreError::Corrupt(format!(
             "{shown}: names a directory, not a rota store file"
         )));

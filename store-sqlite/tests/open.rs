@@ -648,8 +648,9 @@ fn a_directory_is_refused() {
     );
 }
 
-/// A path that ends with a slash names a directory, even where nothing is yet: refused, and
-/// nothing made (SQLite would make the file `x` of `x/`, and every later open of `x/` fail).
+/// A path that ends with a slash, `.` or `..` names a directory, even where nothing is yet:
+/// refused, and nothing made (SQLite would make the file `x` of `x/` or `x/.`, and every later
+/// open of them fail).
 #[test]
 fn a_path_with_a_trailing_slash_is_refused_and_nothing_made() {
     let dir = tempfile::tempdir().unwrap();
@@ -664,11 +665,18 @@ fn a_path_with_a_trailing_slash_is_refused_and_nothing_made() {
             ))
         );
     }
-    let dotdot = dir.path().join("x").join("..");
-    assert!(matches!(
-        SqliteStore::open(&dotdot).unwrap_err(),
-        StoreError::Corrupt(m) if m.ends_with("names a directory, not a rota store file")
-    ));
+    // `x/.` too, whose file name `Path` gives as `x` (SQLite made the file `x`).
+    for last in ["..", "."] {
+        let path = dir.path().join("x").join(last);
+        assert!(
+            matches!(
+                SqliteStore::open(&path).unwrap_err(),
+                StoreError::Corrupt(m) if m.ends_with("names a directory, not a rota store file")
+            ),
+            "{}",
+            path.display()
+        );
+    }
     assert_eq!(
         std::fs::read_dir(dir.path()).unwrap().count(),
         0,
