@@ -142,11 +142,7 @@ impl StoreUrl {
                     format!(" (migrate it first: rota --store {self} upgrade)")
                 }
                 // The stores' own words name their types and any SQLite client.
-                (StoreError::InUse(_), _) => {
-                    " (is a `rota run` or `rota demo` on it still running? try again once it \
-                     ends)"
-                        .into()
-                }
+                (StoreError::InUse(_), _) => IN_USE_HINT.into(),
                 // redb says only "No such file or directory", naming the file (the SQLite
                 // store names a missing directory itself: not twice).
                 _ => match self.path().and_then(Path::parent) {
@@ -165,6 +161,10 @@ impl StoreUrl {
         })
     }
 }
+
+/// What an error of a store another process holds adds, in terms of rota's commands.
+pub const IN_USE_HINT: &str =
+    " (is a `rota run` or `rota demo` on it still running? try again once it ends)";
 
 /// What a failed open adds about the store's directory `dir`, as `looked` (its metadata) found
 /// it: that it is missing, or not a directory. Nothing where the look itself failed otherwise

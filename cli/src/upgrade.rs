@@ -2,9 +2,10 @@
 
 use std::process::ExitCode;
 
+use rota::StoreError;
 use rota_store_redb::RedbStore;
 
-use crate::store_url::StoreUrl;
+use crate::store_url::{IN_USE_HINT, StoreUrl};
 
 /// Migrates `store`'s file if it is a redb file of schema 2, and says what it did on stderr. A
 /// store already current is left alone (a SQLite file is opened, and so checked, and closed);
@@ -29,8 +30,13 @@ pub fn upgrade(store: &StoreUrl) -> Result<ExitCode, String> {
             note!("{store}: already current, left alone");
         }
         StoreUrl::Redb(p) => {
-            let migrated =
-                RedbStore::upgrade(p).map_err(|e| format!("upgrading the store {store}: {e}"))?;
+            let migrated = RedbStore::upgrade(p).map_err(|e| {
+                let hint = match e {
+                    StoreError::InUse(_) => IN_USE_HINT,
+                    _ => "",
+                };
+                format!("upgrading the store {store}: {e}{hint}")
+            })?;
             if migrated {
                 note!("{store}: migrated from schema 2 to 3, every job kept");
             } else {

@@ -2656,6 +2656,38 @@ async fn upgrade_migrates_a_redb_file_of_schema_2_that_status_refuses_unchanged(
     );
 }
 
+/// `rota upgrade` of a redb store another process holds fails `in use by another owner`, with
+/// the hint `status` and `run` give, and leaves the file as its holder has it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_of_a_redb_store_another_process_holds_says_which_command_may_hold_it() {
+    let s = common::start().await;
+    let env = Env::new();
+    let f = env.file("t.json", &json_array(&[s.url("/ok")]));
+    let path = env.dir.path().join("jobs.redb");
+    let redb = format!("redb:{}", path.display());
+    let run = env
+        .rota(&["--store", &redb, "run", f.to_str().unwrap()], None)
+        .await;
+    assert_eq!(code(&run), 0, "{}", stderr(&run));
+    let held = redb::Database::open(&path).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let up = env.rota(&["--store", &redb, "upgrade"], None).await;
+    let err = stderr(&up);
+    assert_eq!(code(&up), 1, "{err}");
+    assert!(err.contains("in use by another owner"), "{err}");
+    assert!(
+        err.ends_with(
+            "(is a `rota run` or `rota demo` on it still running? try again once it ends)\n"
+        ),
+        "{err}"
+    );
+    assert!(
+        std::fs::read(&path).unwrap() == before,
+        "upgrade changed the file"
+    );
+    drop(held);
+}
+
 /// `rota run` and `rota demo` refuse a redb file of schema 2 as `rota status` does, saying how
 /// to migrate it, and leave it unchanged: nothing is fetched, and the job in it is kept as it
 /// was for `rota upgrade`.
