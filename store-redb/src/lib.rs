@@ -18,6 +18,7 @@ mod commit;
 mod error;
 #[cfg(test)]
 mod fault_tests;
+mod held;
 mod open;
 mod overlay;
 mod store;

@@ -4,6 +4,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use redb::backends::{FileBackend, InMemoryBackend};
 use redb::{Builder, Database, ReadableDatabase, ReadableTable};
@@ -11,6 +12,7 @@ use rota_core::claims::{FileClaim, FileKey};
 use rota_core::{BackendError, JobRow, StoreError, TargetRow};
 
 use crate::error::{Ctx, err};
+use crate::held::HeldFile;
 use crate::overlay::Overlay;
 use crate::store::{RedbOptions, RedbStore, move_rows};
 use crate::tables::{
@@ -84,12 +86,21 @@ impl RedbStore {
         }
         remove_stale_temps(&fs::canonicalize(path).unwrap_or_else(|_| path.to_owned()));
         drop(inspect(path, &[VERSION]).map_err(held_by_another(path))?);
-        let db = open_db(path).map_err(held_by_another(path))?;
-        // After an I/O error redb refuses the database until it is opened again: as here.
-        let again = path.to_owned();
+        // Opened as redb's own open opens it, and held, locked, for as long as the store lives.
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| at_file("open store file", path, e))?;
+        let held = Arc::new(HeldFile::new(file)?);
+        let db = held.database(path).map_err(held_by_another(path))?;
+        // After an I/O error redb refuses the database until it is opened again: as here, over
+        // the same file, whose locks the store holds across it (see `crate::held`).
+        let (again, file) = (path.to_owned(), held.clone());
         let mut store = RedbStore::from_db(db, &opts)?.reopened_by(Box::new(move || {
-            open_db(&again).map_err(held_by_another(&again))
+            file.database(&again).map_err(held_by_another(&again))
         }));
+        store.file = Some(held);
         store.claim = Some(claim);
         Ok(store)
     }

@@ -135,9 +135,11 @@ impl Default for RedbOptions {
 /// itself: the next operation, meeting that refusal, closes the database, opens it again as
 /// [`open_with`](RedbStore::open_with) did (redb repairs what the failure left), reads the
 /// counts again from the file, and runs. So one failed write does not leave the store refusing
-/// every later one until the process restarts. If opening it again fails too (the file is
-/// gone), that operation fails, and the next one tries again. A store
-/// [`in_memory`](RedbStore::in_memory) is not opened again.
+/// every later one until the process restarts. If opening it again fails too (its reads of the
+/// file fail), that operation fails, and the next one tries again. The database is opened again
+/// over the file the store opened, never its path again, and the file stays locked throughout,
+/// from the store's open to its drop: no other process can open it in between (one that tries
+/// is refused, as ever). A store [`in_memory`](RedbStore::in_memory) is not opened again.
 ///
 /// # Async
 ///
@@ -164,6 +166,10 @@ pub struct RedbStore {
     tally: Mutex<Tally>,
     /// See [`RedbStore::published`].
     published: Mutex<()>,
+    /// The file, if the store is a file's: open, and locked, from the store's open to its drop,
+    /// across every reopen (see [`RedbStore::reopen`]); let go of only once the database
+    /// (declared first) is closed.
+    pub(crate) file: Option<Arc<crate::held::HeldFile>>,
     /// The file's claim in this process, if the store is a file's; let go of only once the
     /// database (declared first) is closed.
     pub(crate) claim: Option<rota_core::claims::FileClaim>,
@@ -692,6 +698,7 @@ impl RedbStore {
             }),
             tally: Mutex::new(tally),
             published: Mutex::new(()),
+            file: None,
             claim: None,
         })
     }
@@ -765,9 +772,11 @@ impl RedbStore {
     /// since open number `seen`; the counts are read again from the file (a write whose commit
     /// failed may be in it all the same: redb says a failed commit may have become durable).
     /// Under the write guard, so no transaction is running; on failure the slot is left
-    /// empty, and the next operation tries again. Between the close and the open the file is
-    /// not locked: another process opening it then would own it (this store then answers
-    /// `InUse`); redb's locks cannot be kept across its own close.
+    /// empty, and the next operation tries again. A file store's file stays locked between the
+    /// close and the open, and after an open that failed: its databases are all opened over
+    /// the one file the store holds, whose locks the first one took, and which the store lets
+    /// go of only when it is dropped (see `crate::held`). So no other process, nor another
+    /// store of this one, can open the file meanwhile.
     fn reopen(&self, seen: u64) -> Result<(), StoreError> {
         let Some(open) = &self.reopen else {
             return self.slot().db().map(drop);

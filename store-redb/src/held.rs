@@ -1,0 +1,270 @@
+//! The store's file, held open and locked from the store's open to its drop, across the
+//! reopens after an I/O error.
+//!
+//! redb locks its file through the backend, and releases the locks in the backend's `close`,
+//! which it calls as the database closes. A store that closed its database and opened the path
+//! again after an I/O error (redb refuses everything after one until then) held no lock in
+//! between: another process opening the file then would own it. So a file store's databases
+//! are all opened over one [`HeldFile`], each through a [`Handle`] of it:
+//!
+//! - the locks and the I/O are redb's own [`FileBackend`]'s, over the one file: the locks it
+//!   takes (on Linux, byte-range locks of the open file description over the whole file but
+//!   for the bytes it reserves, and, for redb before 4.3, `flock`) are taken by the first
+//!   database's open, exactly as `Database::open` takes them;
+//! - a handle's `close` leaves them held: they are the store's, let go of only when the
+//!   [`HeldFile`] is dropped, after the store's last database;
+//! - a later database's open, asking for a lock the file already holds (the same range, or
+//!   one inside it, no stronger), is told it has it, and takes nothing: the file is locked
+//!   throughout, and the platform is never asked to lock again what this file description
+//!   holds (which Windows refuses, and which could let go of the `flock` on a filesystem
+//!   without byte-range locks).
+
+use std::fs::File;
+use std::io;
+use std::ops::Bound;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use redb::backends::FileBackend;
+use redb::{BackendError, Builder, Database, StorageBackend};
+use rota_core::StoreError;
+
+use crate::error::err;
+
+/// A range of bytes as redb names it for a lock.
+type Range = (Bound<u64>, Bound<u64>);
+
+/// A lock: its range, and whether it is shared.
+type Lock = (Range, bool);
+
+/// A store's file, open and locked while the store lives (see the module's documentation).
+#[derive(Debug)]
+pub(crate) struct HeldFile {
+    /// redb's backend over the file: the I/O, and the locks.
+    backend: FileBackend,
+    /// The locks taken through `backend`, and not released since.
+    held: Mutex<Vec<Lock>>,
+}
+
+impl HeldFile {
+    /// The file `file`, opened for reading and writing (as redb's `Database::open` opens it),
+    /// not yet locked: its first database's open locks it.
+    pub(crate) fn new(file: File) -> Result<Self, StoreError> {
+        Ok(HeldFile {
+            backend: FileBackend::new(file).map_err(err("open store file"))?,
+            held: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// A database over this file, opened as `Database::open` opens one (with redb's defaults),
+    /// taking the file's locks if it does not hold them yet. An empty file is refused, as
+    /// `Database::open` refuses it (this store's file is never empty). redb may panic on a
+    /// damaged file: that is [`StoreError::Corrupt`], naming `path`.
+    pub(crate) fn database(self: &Arc<Self>, path: &Path) -> Result<Database, StoreError> {
+        if self.backend.len().map_err(err("open store file"))? == 0 {
+            return Err(StoreError::Corrupt(format!(
+                "{}: empty file, not a rota store",
+                path.display()
+            )));
+        }
+        let handle = Handle {
+            file: self.clone(),
+            lent: Mutex::new(Vec::new()),
+        };
+        catch_unwind(AssertUnwindSafe(|| {
+            Builder::new().create_with_backend(handle)
+        }))
+        .map_err(|_| {
+            StoreError::Corrupt(format!(
+                "{}: redb could not read the file (it panicked)",
+                path.display()
+            ))
+        })?
+        .map_err(err("open store file"))
+    }
+
+    fn held(&self) -> MutexGuard<'_, Vec<Lock>> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether a lock the file holds covers `range` (a shared one only a shared request).
+    fn covers(&self, range: Range, shared: bool) -> bool {
+        self.held()
+            .iter()
+            .any(|&(outer, outer_shared)| (shared || !outer_shared) && within(range, outer))
+    }
+
+    /// Takes `range` through the backend, and records it if taken.
+    fn try_lock(&self, range: Range, shared: bool) -> Result<bool, BackendError> {
+        let taken = if shared {
+            self.backend.try_lock_shared_range(range.0, range.1)?
+        } else {
+            self.backend.try_lock_range(range.0, range.1)?
+        };
+        if taken {
+            self.held().push((range, shared));
+        }
+        Ok(taken)
+    }
+
+    /// Waits for `range` through the backend, and records it.
+    fn lock(&self, range: Range, shared: bool) -> Result<(), BackendError> {
+        if shared {
+            self.backend.lock_shared_range(range.0, range.1)?;
+        } else {
+            self.backend.lock_range(range.0, range.1)?;
+        }
+        self.held().push((range, shared));
+        Ok(())
+    }
+
+    /// Releases `range` through the backend, and forgets it.
+    fn unlock(&self, range: Range) -> Result<(), BackendError> {
+        self.backend.unlock_range(range.0, range.1)?;
+        let mut held = self.held();
+        if let Some(i) = held.iter().position(|&(r, _)| r == range) {
+            held.swap_remove(i);
+        }
+        Ok(())
+    }
+}
+
+/// The store lets go of its file: its locks are released (closing the file would release them
+/// too; this says so, as redb's own close does).
+impl Drop for HeldFile {
+    fn drop(&mut self) {
+        let _ = self.backend.close();
+    }
+}
+
+/// `inner` lies within `outer`. A range whose bounds overflow lies within nothing.
+fn within(inner: Range, outer: Range) -> bool {
+    match (span(inner), span(outer)) {
+        (Some((start, end)), Some((outer_start, outer_end))) => {
+            outer_start <= start
+                && match (end, outer_end) {
+                    (_, None) => true,
+                    (None, Some(_)) => false,
+                    (Some(end), Some(outer_end)) => end <= outer_end,
+                }
+        }
+        _ => false,
+    }
+}
+
+/// `range` as its first byte and the byte past its last (`None`: unbounded).
+fn span(range: Range) -> Option<(u64, Option<u64>)> {
+    let start = match range.0 {
+        Bound::Unbounded => 0,
+        Bound::Included(s) => s,
+        Bound::Excluded(s) => s.checked_add(1)?,
+    };
+    let end = match range.1 {
+        Bound::Unbounded => None,
+        Bound::Included(e) => Some(e.checked_add(1)?),
+        Bound::Excluded(e) => Some(e),
+    };
+    Some((start, end))
+}
+
+/// One database's backend over a [`HeldFile`]: its I/O is the file's; a lock it asks for that
+/// the file holds already is lent to it (nothing is locked again); its `close` releases
+/// nothing.
+#[derive(Debug)]
+pub(crate) struct Handle {
+    file: Arc<HeldFile>,
+    /// The locks this handle was told it has because the file held them already.
+    lent: Mutex<Vec<Lock>>,
+}
+
+impl Handle {
+    fn lent(&self) -> MutexGuard<'_, Vec<Lock>> {
+        self.lent.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Lends `range` if the file holds it already: whether it did.
+    fn lend(&self, range: Range, shared: bool) -> bool {
+        let held = self.file.covers(range, shared);
+        if held {
+            self.lent().push((range, shared));
+        }
+        held
+    }
+}
+
+impl StorageBackend for Handle {
+    fn len(&self) -> Result<u64, io::Error> {
+        self.file.backend.len()
+    }
+
+    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), io::Error> {
+        self.file.backend.read(offset, out)
+    }
+
+    fn set_len(&self, len: u64) -> Result<(), io::Error> {
+        self.file.backend.set_len(len)
+    }
+
+    fn sync_data(&self) -> Result<(), io::Error> {
+        self.file.backend.sync_data()
+    }
+
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), io::Error> {
+        self.file.backend.write(offset, data)
+    }
+
+    /// Releases nothing: the locks are the store's, until it drops the [`HeldFile`].
+    fn close(&self) -> Result<(), io::Error> {
+        self.lent().clear();
+        Ok(())
+    }
+
+    fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
+        if self.lend((start, end), false) {
+            return Ok(true);
+        }
+        self.file.try_lock((start, end), false)
+    }
+
+    fn try_lock_shared_range(
+        &self,
+        start: Bound<u64>,
+        end: Bound<u64>,
+    ) -> Result<bool, BackendError> {
+        if self.lend((start, end), true) {
+            return Ok(true);
+        }
+        self.file.try_lock((start, end), true)
+    }
+
+    fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+        if self.lend((start, end), false) {
+            return Ok(());
+        }
+        self.file.lock((start, end), false)
+    }
+
+    fn lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+        if self.lend((start, end), true) {
+            return Ok(());
+        }
+        self.file.lock((start, end), true)
+    }
+
+    /// A lent lock is given back (the file keeps it); one this handle took is released.
+    fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+        {
+            let mut lent = self.lent();
+            if let Some(i) = lent.iter().position(|&(r, _)| r == (start, end)) {
+                lent.swap_remove(i);
+                return Ok(());
+            }
+        }
+        self.file.unlock((start, end))
+    }
+
+    fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
+        self.file.backend.query_lock_range(start, end)
+    }
+}
