@@ -45,6 +45,9 @@ pub(crate) struct HeldFile {
     backend: FileBackend,
     /// The locks taken through `backend`, and not released since.
     held: Mutex<Vec<Lock>>,
+    /// Test only: fail every write and sync, as a full disk does.
+    #[cfg(test)]
+    pub(crate) failing: std::sync::atomic::AtomicBool,
 }
 
 impl HeldFile {
@@ -54,6 +57,8 @@ impl HeldFile {
         Ok(HeldFile {
             backend: FileBackend::new(file).map_err(err("open store file"))?,
             held: Mutex::new(Vec::new()),
+            #[cfg(test)]
+            failing: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -126,6 +131,21 @@ impl HeldFile {
         if let Some(i) = held.iter().position(|&(r, _)| r == range) {
             held.swap_remove(i);
         }
+        Ok(())
+    }
+
+    /// Test only: the injected failure of a write or a sync.
+    #[cfg(test)]
+    fn check(&self) -> io::Result<()> {
+        if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(io::Error::other("injected I/O failure"));
+        }
+        Ok(())
+    }
+
+    #[cfg(not(test))]
+    #[inline]
+    fn check(&self) -> io::Result<()> {
         Ok(())
     }
 }
@@ -203,14 +223,17 @@ impl StorageBackend for Handle {
     }
 
     fn set_len(&self, len: u64) -> Result<(), io::Error> {
+        self.file.check()?;
         self.file.backend.set_len(len)
     }
 
     fn sync_data(&self) -> Result<(), io::Error> {
+        self.file.check()?;
         self.file.backend.sync_data()
     }
 
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), io::Error> {
+        self.file.check()?;
         self.file.backend.write(offset, data)
     }
 
@@ -266,5 +289,101 @@ impl StorageBackend for Handle {
 
     fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
         self.file.backend.query_lock_range(start, end)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Bound::{Excluded, Included, Unbounded};
+
+    #[test]
+    fn a_range_lies_within_another_by_its_first_and_last_byte() {
+        let all = (Unbounded, Unbounded);
+        assert!(within((Included(5), Excluded(9)), all));
+        assert!(within((Included(0), Unbounded), all));
+        assert!(within(all, (Included(0), Unbounded)));
+        assert!(within(
+            (Included(5), Included(8)),
+            (Excluded(4), Excluded(9))
+        ));
+        assert!(!within(
+            (Included(5), Included(9)),
+            (Excluded(4), Excluded(9))
+        ));
+        assert!(!within(
+            (Included(4), Included(8)),
+            (Excluded(4), Excluded(9))
+        ));
+        assert!(!within(
+            (Included(5), Unbounded),
+            (Included(0), Included(u64::MAX - 1))
+        ));
+        // Bounds past u64 lie within nothing.
+        assert!(!within((Included(5), Included(u64::MAX)), all));
+        assert!(!within((Excluded(u64::MAX), Unbounded), all));
+    }
+
+    fn held(path: &Path) -> Arc<HeldFile> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .unwrap();
+        Arc::new(HeldFile::new(file).unwrap())
+    }
+
+    fn handle(file: &Arc<HeldFile>) -> Handle {
+        Handle {
+            file: file.clone(),
+            lent: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Another open file description: what another process meets.
+    fn other_takes(path: &Path, range: Range) -> bool {
+        let other = held(path);
+        handle(&other).try_lock_range(range.0, range.1).unwrap()
+    }
+
+    #[test]
+    fn a_later_handle_is_lent_what_the_file_holds_and_its_close_and_unlock_release_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"x").unwrap();
+        let file = held(&path);
+        let (low, high) = ((Included(0), Excluded(100)), (Included(200), Unbounded));
+
+        let first = handle(&file);
+        assert!(first.try_lock_range(low.0, low.1).unwrap());
+        assert!(first.try_lock_range(high.0, high.1).unwrap());
+        first.close().unwrap();
+        drop(first);
+        assert!(!other_takes(&path, (Included(10), Excluded(20))));
+        assert!(!other_takes(&path, (Included(300), Excluded(301))));
+
+        let second = handle(&file);
+        assert!(second.try_lock_range(low.0, low.1).unwrap());
+        assert!(
+            second
+                .try_lock_shared_range(Included(5), Excluded(6))
+                .unwrap()
+        );
+        assert_eq!(second.lent().len(), 2);
+        // Given back, a lent lock stays the file's.
+        second.unlock_range(low.0, low.1).unwrap();
+        assert!(!other_takes(&path, (Included(10), Excluded(20))));
+        // One the file did not hold is taken, and released by its unlock.
+        assert!(second.try_lock_range(Included(120), Excluded(130)).unwrap());
+        assert!(!other_takes(&path, (Included(125), Excluded(126))));
+        second.unlock_range(Included(120), Excluded(130)).unwrap();
+        assert!(other_takes(&path, (Included(125), Excluded(126))));
+        second.close().unwrap();
+        drop(second);
+        assert!(!other_takes(&path, (Included(10), Excluded(20))));
+
+        // The file let go of, everything is released.
+        drop(file);
+        assert!(other_takes(&path, (Unbounded, Unbounded)));
     }
 }

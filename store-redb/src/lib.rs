@@ -19,6 +19,8 @@ mod error;
 #[cfg(test)]
 mod fault_tests;
 mod held;
+#[cfg(test)]
+mod lock_tests;
 mod open;
 mod overlay;
 mod store;

@@ -173,6 +173,10 @@ pub struct RedbStore {
     /// The file's claim in this process, if the store is a file's; let go of only once the
     /// database (declared first) is closed.
     pub(crate) claim: Option<rota_core::claims::FileClaim>,
+    /// Test only: run by [`RedbStore::reopen`] between closing the database and opening it
+    /// again.
+    #[cfg(test)]
+    pub(crate) between_close_and_open: Option<Box<dyn Fn() + Send + Sync>>,
 }
 
 /// Opens a store's database again, as its open did (see [`RedbStore::reopen`]).
@@ -700,6 +704,8 @@ impl RedbStore {
             published: Mutex::new(()),
             file: None,
             claim: None,
+            #[cfg(test)]
+            between_close_and_open: None,
         })
     }
 
@@ -789,6 +795,10 @@ impl RedbStore {
             // Its file and lock are let go even if closing fails (it failed already).
             drop(old.close());
         }
+        #[cfg(test)]
+        if let Some(hook) = &self.between_close_and_open {
+            hook();
+        }
         slot.opened = slot.opened.wrapping_add(1);
         let db = open()?;
         let tally = Tally::of(&db)?;
@@ -796,6 +806,13 @@ impl RedbStore {
         *self.tally_lock() = tally;
         slot.db = Some(db);
         Ok(())
+    }
+
+    /// Test only: closes the database and opens it again now, as after an I/O error.
+    #[cfg(test)]
+    pub(crate) fn reopen_now(&self) -> Result<(), StoreError> {
+        let seen = self.slot().opened;
+        self.reopen(seen)
     }
 
     /// The durability this store was opened with.
