@@ -781,8 +781,8 @@ impl RedbStore {
     /// empty, and the next operation tries again. A file store's file stays locked between the
     /// close and the open, and after an open that failed: its databases are all opened over
     /// the one file the store holds, whose locks the first one took, and which the store lets
-    /// go of only when it is dropped (see `crate::held`). So no other process, nor another
-    /// store of this one, can open the file meanwhile.
+    /// go of only when it is dropped (see `crate::held`). So no other process can open the file
+    /// meanwhile (another store of this process is refused it by its claim, as ever).
     fn reopen(&self, seen: u64) -> Result<(), StoreError> {
         let Some(open) = &self.reopen else {
             return self.slot().db().map(drop);
