@@ -61,7 +61,7 @@ impl RedbStore {
         let path = path.as_ref();
         // A name that ends with a slash (or with `.` or `..`) names a directory, where no new
         // store file can be made.
-        if path.as_os_str().as_encoded_bytes().ends_with(b"/") || path.file_name().is_none() {
+        if names_a_directory(path) {
             return Err(StoreError::Corrupt(format!(
                 "{}: names a directory, not a rota store file",
                 path.display()
@@ -231,6 +231,14 @@ fn held_by_another(path: &Path) -> impl Fn(StoreError) -> StoreError + '_ {
 }
 
 /// Opens the checked file at `path` for real (redb may panic on a damaged file).
+/// Whether `path` names a directory by its form alone: it ends with a slash, or its last part
+/// is `.` or `..` ([`Path::file_name`] alone misses `x/.`: its components drop the `.`, and its
+/// name is `x`).
+fn names_a_directory(path: &Path) -> bool {
+    let bytes = path.as_os_str().as_encoded_bytes();
+    bytes.ends_with(b"/") || bytes.ends_with(b"/.") || path.file_name().is_none()
+}
+
 fn open_db(path: &Path) -> Result<Database, StoreError> {
     catch_unwind(AssertUnwindSafe(|| Database::builder().open(path)))
         .map_err(|_| panicked(path))?

@@ -930,12 +930,13 @@ async fn upgrade_of_a_store_open_elsewhere_fails_in_use_and_leaves_it_unchanged(
     s.verify().unwrap();
 }
 
-/// A path that ends with a slash names a directory, even where nothing is yet: refused, and
-/// nothing made.
+/// A path that ends with a slash, `.` or `..` names a directory, even where nothing is yet:
+/// refused, and nothing made (`x/.`, whose file name `Path` gives as `x`, failed to link a new
+/// store file into place).
 #[test]
 fn a_path_with_a_trailing_slash_is_refused_and_nothing_made() {
     let dir = tempfile::tempdir().unwrap();
-    for name in ["new/", "new//"] {
+    for name in ["new/", "new//", "new/.", "new/.."] {
         let path = dir.path().join(name);
         assert_eq!(
             RedbStore::open(&path).unwrap_err(),
