@@ -23,6 +23,8 @@ mod held;
 mod lock_tests;
 mod open;
 mod overlay;
+#[cfg(test)]
+mod review_tests;
 mod store;
 mod tables;
 #[cfg(test)]
