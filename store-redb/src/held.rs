@@ -386,4 +386,61 @@ mod tests {
         drop(file);
         assert!(other_takes(&path, (Unbounded, Unbounded)));
     }
+
+    /// Review: the file's record of what it holds against the kernel's, when a range it holds
+    /// shared is then taken exclusive (the same open file description: the kernel converts the
+    /// lock, one lock), and that is unlocked: the kernel holds nothing there, and the record must
+    /// not say it holds the range still (a later handle would be lent a lock nobody holds).
+    #[test]
+    fn review_the_record_follows_the_kernel_when_a_range_is_taken_twice_and_unlocked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"x").unwrap();
+        let file = held(&path);
+        let r = (Included(10), Excluded(20));
+
+        let first = handle(&file);
+        assert!(first.try_lock_shared_range(r.0, r.1).unwrap());
+        let second = handle(&file);
+        // Not lent (a shared lock does not cover an exclusive request): taken for real.
+        assert!(second.try_lock_range(r.0, r.1).unwrap());
+        assert!(second.lent().is_empty());
+        second.unlock_range(r.0, r.1).unwrap();
+        // The kernel holds nothing on the range now ...
+        assert!(other_takes(&path, r));
+        // ... so a third handle must not be told it holds it.
+        let third = handle(&file);
+        assert!(third.try_lock_range(r.0, r.1).unwrap());
+        assert!(
+            third.lent().is_empty(),
+            "lent a lock the file no longer holds: {:?}",
+            file.held()
+        );
+        assert!(!other_takes(&path, r), "the range is not locked");
+    }
+
+    /// Review: a handle takes a range overlapping one the file holds (not inside it, so not lent)
+    /// and unlocks it: the kernel lets go of the overlap too, and the record must not still say
+    /// the first range is held whole.
+    #[test]
+    fn review_the_record_follows_the_kernel_when_an_overlapping_range_is_unlocked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"x").unwrap();
+        let file = held(&path);
+        let (a, b) = ((Included(10), Excluded(20)), (Included(15), Excluded(30)));
+        let first = handle(&file);
+        assert!(first.try_lock_range(a.0, a.1).unwrap());
+        let second = handle(&file);
+        assert!(second.try_lock_range(b.0, b.1).unwrap());
+        second.unlock_range(b.0, b.1).unwrap();
+        assert!(other_takes(&path, (Included(16), Excluded(17))));
+        let third = handle(&file);
+        assert!(third.try_lock_range(a.0, a.1).unwrap());
+        assert!(
+            !other_takes(&path, (Included(16), Excluded(17))),
+            "lent {a:?}, which the file holds only in part: {:?}",
+            file.held()
+        );
+    }
 }
