@@ -124,13 +124,14 @@ impl HeldFile {
         Ok(())
     }
 
-    /// Releases `range` through the backend, and forgets it.
+    /// Releases `range` through the backend, and forgets it, and every lock overlapping it: the
+    /// platform lets go of every byte of the range this file description holds, whichever lock
+    /// took it (a range taken twice, shared then exclusive, is one lock there; one overlapping
+    /// it loses the overlap). So the record never holds a lock the file does not: a later
+    /// request for one forgotten here is taken again rather than lent.
     fn unlock(&self, range: Range) -> Result<(), BackendError> {
         self.backend.unlock_range(range.0, range.1)?;
-        let mut held = self.held();
-        if let Some(i) = held.iter().position(|&(r, _)| r == range) {
-            held.swap_remove(i);
-        }
+        self.held().retain(|&(r, _)| !overlap(r, range));
         Ok(())
     }
 
@@ -170,6 +171,16 @@ fn within(inner: Range, outer: Range) -> bool {
                 }
         }
         _ => false,
+    }
+}
+
+/// `a` and `b` share a byte. A range whose bounds overflow shares one with every range.
+fn overlap(a: Range, b: Range) -> bool {
+    match (span(a), span(b)) {
+        (Some((a_start, a_end)), Some((b_start, b_end))) => {
+            a_end.is_none_or(|end| b_start < end) && b_end.is_none_or(|end| a_start < end)
+        }
+        _ => true,
     }
 }
 
@@ -322,6 +333,32 @@ mod tests {
         // Bounds past u64 lie within nothing.
         assert!(!within((Included(5), Included(u64::MAX)), all));
         assert!(!within((Excluded(u64::MAX), Unbounded), all));
+    }
+
+    #[test]
+    fn ranges_overlap_by_a_shared_byte() {
+        let all = (Unbounded, Unbounded);
+        assert!(overlap((Included(5), Excluded(9)), all));
+        assert!(overlap(
+            (Included(5), Excluded(9)),
+            (Included(8), Unbounded)
+        ));
+        assert!(!overlap(
+            (Included(5), Excluded(9)),
+            (Included(9), Unbounded)
+        ));
+        assert!(!overlap(
+            (Unbounded, Included(4)),
+            (Excluded(4), Excluded(9))
+        ));
+        assert!(overlap(
+            (Unbounded, Included(5)),
+            (Excluded(4), Excluded(9))
+        ));
+        assert!(overlap(
+            (Included(5), Included(u64::MAX)),
+            (Included(0), Excluded(1))
+        ));
     }
 
     fn held(path: &Path) -> Arc<HeldFile> {
