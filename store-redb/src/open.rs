@@ -230,7 +230,6 @@ fn held_by_another(path: &Path) -> impl Fn(StoreError) -> StoreError + '_ {
     }
 }
 
-/// Opens the checked file at `path` for real (redb may panic on a damaged file).
 /// Whether `path` names a directory by its form alone: it ends with a slash, or its last part
 /// is `.` or `..` ([`Path::file_name`] alone misses `x/.`: its components drop the `.`, and its
 /// name is `x`).
@@ -239,6 +238,7 @@ fn names_a_directory(path: &Path) -> bool {
     bytes.ends_with(b"/") || bytes.ends_with(b"/.") || path.file_name().is_none()
 }
 
+/// Opens the checked file at `path` for real (redb may panic on a damaged file).
 fn open_db(path: &Path) -> Result<Database, StoreError> {
     catch_unwind(AssertUnwindSafe(|| Database::builder().open(path)))
         .map_err(|_| panicked(path))?
