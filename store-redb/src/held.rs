@@ -429,7 +429,7 @@ mod tests {
     /// lock, one lock), and that is unlocked: the kernel holds nothing there, and the record must
     /// not say it holds the range still (a later handle would be lent a lock nobody holds).
     #[test]
-    fn review_the_record_follows_the_kernel_when_a_range_is_taken_twice_and_unlocked() {
+    fn the_record_follows_the_kernel_when_a_range_is_taken_twice_and_unlocked() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
         std::fs::write(&path, b"x").unwrap();
@@ -460,7 +460,7 @@ mod tests {
     /// and unlocks it: the kernel lets go of the overlap too, and the record must not still say
     /// the first range is held whole.
     #[test]
-    fn review_the_record_follows_the_kernel_when_an_overlapping_range_is_unlocked() {
+    fn the_record_follows_the_kernel_when_an_overlapping_range_is_unlocked() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
         std::fs::write(&path, b"x").unwrap();

@@ -20,11 +20,11 @@ mod error;
 mod fault_tests;
 mod held;
 #[cfg(test)]
+mod held_tests;
+#[cfg(test)]
 mod lock_tests;
 mod open;
 mod overlay;
-#[cfg(test)]
-mod review_tests;
 mod store;
 mod tables;
 #[cfg(test)]
