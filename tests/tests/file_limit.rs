@@ -8,9 +8,12 @@
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod fsize;
+
 use std::path::Path;
 use std::sync::Arc;
 
+use fsize::{ignore_sigxfsz, limit_files_to, unlimited};
 use rota_core::{Admission, BatchStore, CallerClass, Caps, JobStatus, NewJob, TargetWrite};
 use rota_store_redb::RedbStore;
 use rota_store_sqlite::SqliteStore;
@@ -33,32 +36,6 @@ fn job(id: usize) -> NewJob {
             .collect(),
         now: 100,
     }
-}
-
-/// Sets the soft file size limit (bytes); the hard one is left as it is.
-fn limit_files_to(bytes: u64) {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit and setrlimit write and read the struct given; no other effect.
-    unsafe {
-        assert_eq!(libc::getrlimit(libc::RLIMIT_FSIZE, &mut r), 0);
-        r.rlim_cur = bytes.min(r.rlim_max);
-        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &r), 0);
-    }
-}
-
-fn unlimited() -> u64 {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: as above.
-    unsafe {
-        assert_eq!(libc::getrlimit(libc::RLIMIT_FSIZE, &mut r), 0);
-    }
-    r.rlim_max
 }
 
 /// Writes jobs of four targets of 64 KiB results into `store` until a write fails (the file
@@ -127,10 +104,7 @@ async fn writes_again_once_the_disk_does(name: &str, store: Arc<dyn BatchStore>,
 
 #[tokio::test]
 async fn a_file_store_takes_writes_again_once_the_disk_does() {
-    // SAFETY: ignoring a signal; this process writes past a file limit on purpose.
-    unsafe {
-        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-    }
+    ignore_sigxfsz();
     let dir = tempfile::tempdir().unwrap();
 
     let path = dir.path().join("rota.redb");

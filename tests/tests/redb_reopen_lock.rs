@@ -11,11 +11,14 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod fsize;
+
 use std::fs::{OpenOptions, TryLockError};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
+use fsize::{ignore_sigxfsz, limit_files_to, unlimited};
 use rota_core::{BatchStore, CallerClass, Caps, NewJob, TargetWrite};
 use rota_store_redb::RedbStore;
 
@@ -37,38 +40,9 @@ fn job(n: usize) -> NewJob {
     }
 }
 
-/// Sets the soft file size limit (bytes); the hard one is left as it is.
-fn limit_files_to(bytes: u64) {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit and setrlimit write and read the struct given; no other effect.
-    unsafe {
-        assert_eq!(libc::getrlimit(libc::RLIMIT_FSIZE, &mut r), 0);
-        r.rlim_cur = bytes.min(r.rlim_max);
-        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &r), 0);
-    }
-}
-
-fn unlimited() -> u64 {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: as above.
-    unsafe {
-        assert_eq!(libc::getrlimit(libc::RLIMIT_FSIZE, &mut r), 0);
-    }
-    r.rlim_max
-}
-
 #[tokio::test]
 async fn no_other_opener_gets_the_file_while_the_store_opens_its_database_again() {
-    // SAFETY: ignoring a signal; this process writes past a file limit on purpose.
-    unsafe {
-        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-    }
+    ignore_sigxfsz();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rota.redb");
     let store = RedbStore::open(&path).unwrap();
