@@ -361,6 +361,21 @@ mod tests {
         ));
     }
 
+    /// Each of two ranges, one ending where the other starts, shares no byte with the other,
+    /// whichever is named first.
+    #[test]
+    fn adjacent_ranges_do_not_overlap_in_either_order() {
+        let (low, high) = ((Included(5), Excluded(9)), (Included(9), Unbounded));
+        assert!(!overlap(low, high));
+        assert!(!overlap(high, low));
+        let (low, high) = ((Unbounded, Included(4)), (Excluded(4), Excluded(9)));
+        assert!(!overlap(low, high));
+        assert!(!overlap(high, low));
+        // One byte more, and they share it, either way.
+        let low = (Included(5), Included(9));
+        assert!(overlap(low, high) && overlap(high, low));
+    }
+
     fn held(path: &Path) -> Arc<HeldFile> {
         let file = std::fs::OpenOptions::new()
             .read(true)
@@ -381,6 +396,112 @@ mod tests {
     fn other_takes(path: &Path, range: Range) -> bool {
         let other = held(path);
         handle(&other).try_lock_range(range.0, range.1).unwrap()
+    }
+
+    /// Another open file description's shared lock.
+    fn other_shares(path: &Path, range: Range) -> bool {
+        let other = held(path);
+        handle(&other)
+            .try_lock_shared_range(range.0, range.1)
+            .unwrap()
+    }
+
+    /// Every kind of request for a lock the file does not hold takes it, as asked (shared or
+    /// exclusive), and records it: a later handle is lent each one. (redb 4.6 asks only
+    /// `try_lock_range` in the store's mode; its readers' and shared writers' modes ask the
+    /// others.)
+    #[test]
+    fn a_lock_the_file_does_not_hold_is_taken_by_every_kind_of_request_and_lent_later() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"x").unwrap();
+        let file = held(&path);
+        let (tried, waited, waited_shared) = (
+            (Included(0), Excluded(10)),
+            (Included(20), Excluded(30)),
+            (Included(40), Excluded(50)),
+        );
+
+        let first = handle(&file);
+        assert!(first.try_lock_shared_range(tried.0, tried.1).unwrap());
+        first.lock_range(waited.0, waited.1).unwrap();
+        first
+            .lock_shared_range(waited_shared.0, waited_shared.1)
+            .unwrap();
+        assert!(first.lent().is_empty(), "nothing was held to lend");
+        // Taken for real: exclusive where asked, shared where asked.
+        assert!(!other_takes(&path, (Included(5), Excluded(6))));
+        assert!(other_shares(&path, (Included(5), Excluded(6))));
+        assert!(!other_takes(&path, (Included(25), Excluded(26))));
+        assert!(!other_shares(&path, (Included(25), Excluded(26))));
+        assert!(!other_takes(&path, (Included(45), Excluded(46))));
+        assert!(other_shares(&path, (Included(45), Excluded(46))));
+        first.close().unwrap();
+        drop(first);
+
+        // Recorded: a later handle is lent each, and the file still holds them.
+        let later = handle(&file);
+        assert!(later.try_lock_shared_range(tried.0, tried.1).unwrap());
+        later.lock_range(waited.0, waited.1).unwrap();
+        later
+            .lock_shared_range(waited_shared.0, waited_shared.1)
+            .unwrap();
+        assert_eq!(later.lent().len(), 3, "{:?}", file.held());
+        assert!(!other_takes(&path, (Included(25), Excluded(26))));
+        // A shared lock is not lent for an exclusive request: that is taken.
+        assert!(later.try_lock_range(tried.0, tried.1).unwrap());
+        assert_eq!(later.lent().len(), 3);
+    }
+
+    /// A handle's length changes, writes and syncs reach the file; while the file is made to
+    /// fail (the tests' full disk), each of them fails, and the file is left as it was.
+    #[test]
+    fn a_handles_io_reaches_the_file_and_each_kind_fails_while_the_file_fails() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"x").unwrap();
+        let file = held(&path);
+        let h = handle(&file);
+        let on_disk = || std::fs::metadata(&path).unwrap().len();
+        h.set_len(4096).unwrap();
+        assert_eq!(on_disk(), 4096);
+        h.write(100, b"abc").unwrap();
+        h.sync_data().unwrap();
+        h.set_len(1024).unwrap();
+        assert_eq!((h.len().unwrap(), on_disk()), (1024, 1024));
+        let read = || {
+            let mut out = [0u8; 3];
+            h.read(100, &mut out).unwrap();
+            out
+        };
+        assert_eq!(&read(), b"abc");
+
+        file.failing.store(true, SeqCst);
+        assert!(h.set_len(8192).is_err());
+        assert!(h.write(100, b"xyz").is_err());
+        assert!(h.sync_data().is_err());
+        assert_eq!(on_disk(), 1024);
+        assert_eq!(&read(), b"abc");
+    }
+
+    /// A query reports whether another open file description holds a lock on the range.
+    #[test]
+    fn a_query_reports_another_descriptions_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"x").unwrap();
+        let file = held(&path);
+        let mine = handle(&file);
+        assert!(!mine.query_lock_range(Included(0), Excluded(10)).unwrap());
+        let other = held(&path);
+        assert!(
+            handle(&other)
+                .try_lock_range(Included(0), Excluded(10))
+                .unwrap()
+        );
+        assert!(mine.query_lock_range(Included(5), Excluded(6)).unwrap());
+        assert!(!mine.query_lock_range(Included(10), Excluded(20)).unwrap());
     }
 
     #[test]
