@@ -1284,3 +1284,7 @@ impl BatchStore for RedbStore {
         Ok(self.tally_lock().bytes)
     }
 }
+
+#[cfg(test)]
+#[path = "reopen_tests.rs"]
+mod reopen_tests;
