@@ -330,6 +330,12 @@ impl Queue {
         self.lock().writes.len()
     }
 
+    /// How many threads are asleep, waiting for a batch to do their write or for the lead.
+    #[cfg(test)]
+    pub(crate) fn sleepers(&self) -> usize {
+        self.lock().sleepers
+    }
+
     /// How many commits the batches have made.
     #[cfg(test)]
     pub(crate) fn commits(&self) -> u64 {

@@ -1013,3 +1013,147 @@ fn writes_run_again_after_a_failure_are_stored_once() {
     assert_tally_true(&s);
     s.integrity_check().unwrap();
 }
+
+/// A thread asleep in the queue whose write no batch has taken is woken when the leader steps
+/// down (its `Leading` dropped), and then leads and does its write: nothing else would wake
+/// it. Here this thread takes the lead and gives it up without running a batch, while B sleeps.
+#[test]
+fn a_thread_asleep_when_the_leader_steps_down_takes_the_lead() {
+    let s = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let mine = Slot::new();
+    let lead = s
+        .queue
+        .wait(Op::boxed(|_, _| Ok(()), &mine), &mine, Duration::ZERO);
+    assert!(lead.is_some(), "no thread led: this one leads");
+    let (tx, b_done) = std::sync::mpsc::channel();
+    let b = {
+        let s = s.clone();
+        thread::spawn(move || tx.send(block_on(s.admit(&job("b", "bob"), &CAPS))))
+    };
+    // B queued its write, spun, and is now asleep: it waits for a batch or the lead.
+    while s.queue.sleepers() < 1 {
+        thread::sleep(Duration::from_micros(50));
+    }
+    assert_eq!(s.queue.waiting(), 2);
+    drop(lead);
+    // Had the step-down not woken B, it would sleep for ever.
+    let got = b_done.recv_timeout(Duration::from_secs(30));
+    assert_eq!(got, Ok(Ok(Admission::Created)), "B was never woken");
+    b.join().unwrap().unwrap();
+    // B's batch did this thread's queued write too.
+    assert_eq!(mine.take(), Some(Ok(())));
+    assert_eq!(s.queue.waiting(), 0);
+    assert!(block_on(s.job(&job("b", "").id)).unwrap().is_some());
+}
+
+/// Two writes that do not fit on a full disk, one after the other, behind two that do. The
+/// first fails after others of a transaction without savepoints: all three run again, in
+/// savepoints; it fails again, rolling the whole transaction back, and gets its own error; the
+/// two before it run again in a new transaction that is committed as soon as they have (one
+/// commit for both), so the second write that does not fit finds them stored and runs alone,
+/// and they do not run a fourth time; the write after it is stored in a commit of its own.
+#[test]
+fn writes_run_again_after_a_full_disk_are_committed_together_before_the_next_write() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let s = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let ids = ["a", "b", "c", "d", "e"];
+    for id in ids {
+        block_on(s.admit(&job(id, "alice"), &CAPS)).unwrap();
+    }
+    leave_room(&s, 0);
+    let runs: Vec<Arc<AtomicUsize>> = ids.iter().map(|_| Arc::default()).collect();
+    let lens = [10, 10, 200_000, 200_000, 10];
+    let calls: Vec<Call<Result<String, String>>> = ids
+        .iter()
+        .zip(lens)
+        .zip(&runs)
+        .map(|((id, len), runs)| {
+            let (id, runs) = (job(id, "").id, runs.clone());
+            Box::new(move |s: &SqliteStore| {
+                said(s.write(move |conn, tally| {
+                    runs.fetch_add(1, Ordering::Relaxed);
+                    let w = TargetWrite::Done {
+                        result: "r".repeat(len),
+                    };
+                    ops::finish_target(conn, tally, &id, 0, &w, 5, None)
+                }))
+            }) as Call<_>
+        })
+        .collect();
+    let before = s.queue.commits();
+    let got = batched(&s, calls);
+    for (i, r) in got.iter().enumerate() {
+        if lens[i] > 10 {
+            assert!(
+                r.as_ref().is_err_and(|e| e.contains("full")),
+                "{i}: {got:?}"
+            );
+        } else {
+            assert_eq!(*r, Ok("true".to_owned()), "{i}: {got:?}");
+        }
+    }
+    let runs: Vec<usize> = runs.iter().map(|r| r.load(Ordering::Relaxed)).collect();
+    assert_eq!(runs, [3, 3, 2, 1, 1], "runs of each write");
+    // a and b in one commit, e in the next.
+    assert_eq!(s.queue.commits(), before + 2);
+    for (id, len) in ids.iter().zip(lens) {
+        let t = block_on(s.targets(&job(id, "").id)).unwrap();
+        let want = if len > 10 {
+            TargetState::Pending
+        } else {
+            TargetState::Done
+        };
+        assert_eq!(t[0].status, want, "{id}");
+    }
+    assert_tally_true(&s);
+    s.integrity_check().unwrap();
+}
+
+/// A batch whose commit fails (a deferred foreign key, which leaves SQLite's transaction open)
+/// or whose write panics rolls its transaction back before it returns: the connection it was
+/// given has none open, even before the next use of the connection would end a stray one.
+#[test]
+fn a_batch_that_fails_leaves_no_transaction_open_on_its_connection() {
+    let s = Arc::new(SqliteStore::open_in_memory().unwrap());
+    s.db()
+        .conn
+        .execute_batch(
+            "PRAGMA foreign_keys = ON;
+             CREATE TEMP TABLE p (id INTEGER PRIMARY KEY);
+             CREATE TEMP TABLE c (p INTEGER REFERENCES p (id) DEFERRABLE INITIALLY DEFERRED);",
+        )
+        .unwrap();
+    let mut held = s.db();
+    let (x, fk) = (Slot::new(), Slot::<()>::new());
+    let j = job("x", "xena");
+    s.queue.push(Op::boxed(
+        move |conn, tally| ops::admit(conn, tally, &j, &CAPS),
+        &x,
+    ));
+    s.queue.push(Op::boxed(
+        |conn, _| {
+            conn.execute_batch("INSERT INTO c VALUES (7)")
+                .map_err(ctx("test"))
+        },
+        &fk,
+    ));
+    assert!(s.queue.lead(&mut held, &s.published));
+    assert!(matches!(x.take(), Some(Err(_))));
+    assert!(matches!(fk.take(), Some(Err(_))));
+    assert!(
+        held.conn.is_autocommit(),
+        "the failed commit's transaction is open"
+    );
+    let panics = Slot::<()>::new();
+    s.queue
+        .push(Op::boxed(|_, _| panic!("a write that panics"), &panics));
+    assert!(s.queue.lead(&mut held, &s.published));
+    assert!(matches!(panics.take(), Some(Err(_))));
+    assert!(
+        held.conn.is_autocommit(),
+        "the panicked batch's transaction is open"
+    );
+    drop(held);
+    assert_eq!(block_on(s.job(&job("x", "").id)).unwrap(), None);
+    assert_tally_true(&s);
+}
