@@ -20,8 +20,10 @@
 //! - **What a caller sees** is what one transaction per write gave: a write is answered Ok
 //!   only once the commit that holds it has succeeded, and it is then stored; a write that
 //!   fails (its own error) is rolled back (to its savepoint, in the batch's second try) and
-//!   changes nothing, while the others of its batch go on. A write may so run twice, the
-//!   first run undone: it changes nothing but the rows and the tally. Every write of a
+//!   changes nothing, while the others of its batch go on. A write may so run more than once,
+//!   each run but the last undone: twice where a write after it fails, and a third time
+//!   where a later write's failure then rolls back the whole transaction of the second try
+//!   (a nearly full disk); an undone run changes nothing but the rows and the tally. Every write of a
 //!   transaction is answered when it ends: if the commit fails, each write in it gets that
 //!   error, including one that had failed on its own (its failure may have come from an
 //!   earlier write that is now lost), and none of them is stored. A write whose own failure
@@ -464,9 +466,11 @@ impl Queue {
         let mut pending = VecDeque::from(writes);
         let mut tx = Segment::default();
         // Writes handed back after a write's failure rolled back the whole transaction are
-        // committed as soon as they have run again, so that none runs a third time: on a
-        // nearly full disk each later write that does not fit would hand them back again (a
-        // batch of MAX_BATCH writes ran some thousand times where it is now about twice).
+        // committed as soon as they have run again, so that no later write's failure sends
+        // them round once more: on a nearly full disk each later write that does not fit would
+        // hand them back again (a batch of MAX_BATCH writes ran some thousand times; in the
+        // tests now three times a write at most: the first try, the try with savepoints, the
+        // rerun).
         let mut rerun_left: usize = 0;
         loop {
             while let Some(w) = pending.pop_front() {
