@@ -17,24 +17,23 @@
 //!   targets back to back each find the other's write queued behind their own, so one commit
 //!   carries both; and the leader runs the other's write on warm caches instead of handing the
 //!   connection, and every page it touched, to the other core.
-//! - **What a caller sees** is what one transaction per write gave: a write is answered Ok
-//!   only once the commit that holds it has succeeded, and it is then stored; a write that
-//!   fails (its own error) is rolled back (to its savepoint, in the batch's second try) and
-//!   changes nothing, while the others of its batch go on. A write may so run more than once,
-//!   each run but the last undone: twice where a write after it fails, and a third time
-//!   where a later write's failure then rolls back the whole transaction of the second try
-//!   (a nearly full disk); an undone run changes nothing but the rows and the tally. Every write of a
-//!   transaction is answered when it ends: if the commit fails, each write in it gets that
-//!   error, including one that had failed on its own (its failure may have come from an
-//!   earlier write that is now lost), and none of them is stored. A write whose own failure
-//!   makes SQLite roll the whole transaction back (a full disk, an I/O error: a savepoint
-//!   cannot hold those back) gets its own error, and the writes before it run again in a new
-//!   transaction, as they would have alone; where SQLite ends the transaction under a write
-//!   that did not fail, each write in it gets an error and none is stored. The writes after
-//!   either run in a new transaction. (Said of a transaction with savepoints: in one without,
-//!   a write that fails, or under which SQLite ends the transaction, after others sends them
-//!   all and itself to run again in a new transaction with savepoints, and what they get is
-//!   decided there.)
+//! - **What a caller sees** is what one transaction per write gave: a write is answered Ok only
+//!   once the commit that holds it has succeeded, and it is then stored; a write that fails (its
+//!   own error) is rolled back (to its savepoint, in the batch's second try) and changes nothing,
+//!   while the others of its batch go on. A write may so run more than once, each run but the last
+//!   undone: twice where a write after it fails, and a third time where a later write's failure
+//!   then rolls back the whole transaction of the second try (a nearly full disk); an undone run
+//!   changes nothing but the rows and the tally. Every write of a transaction is answered when it
+//!   ends: if the commit fails, each write in it gets that error, including one that had failed on
+//!   its own (its failure may have come from an earlier write that is now lost), and none of them
+//!   is stored. A write whose own failure makes SQLite roll the whole transaction back (a full
+//!   disk, an I/O error: a savepoint cannot hold those back) gets its own error, and the writes
+//!   before it run again in a new transaction, as they would have alone; where SQLite ends the
+//!   transaction under a write that did not fail, each write in it gets an error and none is
+//!   stored. The writes after either run in a new transaction. (Said of a transaction with
+//!   savepoints: in one without, a write that fails, or under which SQLite ends the transaction,
+//!   after others sends them all and itself to run again in a new transaction with savepoints, and
+//!   what they get is decided there.)
 //! - **The tally.** Each write moves the in-memory tally as it succeeds inside the transaction,
 //!   so the next write of the batch sees it (two admits of one batch both count against the
 //!   caps). A transaction that fails (or panics) leaves the tally ahead of the rows: it is then
