@@ -149,6 +149,7 @@ macro_rules! runner_tests {
                 dropping_every_handle_stops_the_workers_after_their_inflight_targets,
                 start_fails_leftover_live_jobs_as_interrupted_and_frees_their_caps,
                 sweep_after_a_submit_deletes_expired_jobs_but_never_a_live_one,
+                a_stored_target_sweeps_nothing_until_the_next_created_job,
                 evict_after_a_stored_target_deletes_terminal_jobs_but_never_a_live_one,
                 evict_runs_after_every_stored_target_not_only_at_a_jobs_end,
                 evict_runs_again_once_a_cancelled_jobs_target_in_flight_is_stored,
@@ -4624,6 +4625,44 @@ pub async fn a_sweep_leaves_a_cancelled_job_until_its_target_in_flight_is_stored
     let lost = logs.buf.warns_with("target missing");
     assert!(lost.is_empty(), "an outcome was not stored: {lost:?}");
     Ok(())
+}
+
+/// SPEC §7: the runner sweeps after each created job, not after a stored target: a terminal
+/// job whose lease expired stays in the store while another job's targets are stored (with no
+/// sweep put off for a cancelled job's target in flight), until the next created job's sweep
+/// deletes it.
+pub async fn a_stored_target_sweeps_nothing_until_the_next_created_job(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let cfg = Config {
+        ttl: Duration::from_secs(10),
+        ..config()
+    };
+    let r = rig(store, Probe::new(), cfg).await?;
+    let c = r.submit("carol", "c", 1).await?;
+    r.terminal(&c).await?;
+    assert_eq!(r.row(&c).await?.lease, T0, "c ended at T0");
+    // a is created at T0 (its sweep keeps c), and its targets are stored at T0 + 11, when c's
+    // lease has expired.
+    r.probe.hold(&url("a", 0));
+    let a = r.submit("alice", "a", 2).await?;
+    r.started(&url("a", 0), 1).await?;
+    r.clock.set(T0 + 11);
+    r.probe.release(&url("a", 0));
+    assert_eq!(r.terminal(&a).await?.job.status, JobStatus::Done);
+    r.settled().await?;
+    assert!(
+        r.store.job(&c).await?.is_some(),
+        "c is kept: no job was created since its lease expired"
+    );
+    let b = r.submit("bob", "b", 1).await?;
+    assert_eq!(
+        r.store.job(&c).await?,
+        None,
+        "the sweep after b's creation deletes c"
+    );
+    r.terminal(&b).await?;
+    r.close().await
 }
 
 /// [`Hooks`] that read the store as they are called: for `job` (a terminal outcome) the status
