@@ -10,37 +10,13 @@ use std::sync::atomic::Ordering::SeqCst;
 
 use redb::StorageBackend;
 use redb::backends::FileBackend;
-use rota_core::{Admission, BatchStore, CallerClass, Caps, NewJob, StoreError};
+use rota_core::{Admission, BatchStore, StoreError};
 
 use crate::RedbStore;
 use crate::held::HeldFile;
+use crate::test_support::{CAPS, block_on, job_n};
 
 const LOCK_BASE: u64 = 1 << 62;
-
-const CAPS: Caps = Caps {
-    targets_per_job: 8,
-    jobs_per_caller: 1000,
-    jobs_total: 1000,
-    ttl_secs: 100,
-};
-
-fn job(n: usize) -> NewJob {
-    NewJob {
-        id: format!("{n:032x}"),
-        caller: "alice".into(),
-        class: CallerClass::Fleet,
-        idem_key: format!("key-{n}"),
-        targets: vec![("u0".into(), "{}".into())],
-        now: 10,
-    }
-}
-
-fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap()
-        .block_on(f)
-}
 
 fn rw(path: &Path) -> std::fs::File {
     OpenOptions::new()
@@ -84,18 +60,18 @@ fn open_use_fail_reopen_drop_many_times_in_one_process() {
         let file = store.file.clone().unwrap();
         n += 1;
         assert_eq!(
-            block_on(store.admit(&job(n), &CAPS)).unwrap(),
+            block_on(store.admit(&job_n(n), &CAPS)).unwrap(),
             Admission::Created
         );
         file.failing.store(true, SeqCst);
-        assert!(block_on(store.admit(&job(n + 1000), &CAPS)).is_err());
+        assert!(block_on(store.admit(&job_n(n + 1000), &CAPS)).is_err());
         match round % 3 {
             // A reopen that succeeds, and a few more.
             0 => {
                 file.failing.store(false, SeqCst);
                 n += 1;
                 assert_eq!(
-                    block_on(store.admit(&job(n), &CAPS)).unwrap(),
+                    block_on(store.admit(&job_n(n), &CAPS)).unwrap(),
                     Admission::Created
                 );
                 store.reopen_now().unwrap();
@@ -103,7 +79,7 @@ fn open_use_fail_reopen_drop_many_times_in_one_process() {
             }
             // A reopen that fails: the store is dropped with no database.
             1 => {
-                assert!(block_on(store.admit(&job(n + 1000), &CAPS)).is_err());
+                assert!(block_on(store.admit(&job_n(n + 1000), &CAPS)).is_err());
                 assert!(store.slot().db().is_err());
             }
             // Dropped with the database refusing everything, writes still failing.
@@ -169,7 +145,7 @@ fn the_held_files_open_does_what_database_open_does_to_any_file() {
     {
         let s = RedbStore::open(&good).unwrap();
         for n in 0..20 {
-            block_on(s.admit(&job(n), &CAPS)).unwrap();
+            block_on(s.admit(&job_n(n), &CAPS)).unwrap();
         }
     }
     let bytes = std::fs::read(&good).unwrap();
@@ -238,11 +214,11 @@ fn a_reopen_of_a_file_emptied_under_the_store_is_refused_and_initializes_nothing
     let path = dir.path().join("s.redb");
     let store = RedbStore::open(&path).unwrap();
     let file = store.file.clone().unwrap();
-    block_on(store.admit(&job(1), &CAPS)).unwrap();
+    block_on(store.admit(&job_n(1), &CAPS)).unwrap();
     // A write fails, and so does the reopen after it: the store holds no database.
     file.failing.store(true, SeqCst);
-    assert!(block_on(store.admit(&job(2), &CAPS)).is_err());
-    assert!(block_on(store.admit(&job(2), &CAPS)).is_err());
+    assert!(block_on(store.admit(&job_n(2), &CAPS)).is_err());
+    assert!(block_on(store.admit(&job_n(2), &CAPS)).is_err());
     assert!(store.slot().db().is_err());
     file.failing.store(false, SeqCst);
     drop(file);
@@ -410,7 +386,7 @@ fn reopens_under_concurrent_writers_keep_the_file_locked_and_release_it_at_drop(
     // One write fails for certain (so the first write after it opens the database again),
     // whatever the toggler's timing below.
     file.failing.store(true, SeqCst);
-    assert!(block_on(store.admit(&job(99_998), &CAPS)).is_err());
+    assert!(block_on(store.admit(&job_n(99_998), &CAPS)).is_err());
     file.failing.store(false, SeqCst);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watcher = {
@@ -442,7 +418,7 @@ fn reopens_under_concurrent_writers_keep_the_file_locked_and_release_it_at_drop(
             std::thread::spawn(move || {
                 let mut ok = 0;
                 for i in 0..150 {
-                    if block_on(store.admit(&job(t * 1000 + i), &CAPS)).is_ok() {
+                    if block_on(store.admit(&job_n(t * 1000 + i), &CAPS)).is_ok() {
                         ok += 1;
                     }
                 }
@@ -460,7 +436,7 @@ fn reopens_under_concurrent_writers_keep_the_file_locked_and_release_it_at_drop(
     );
     file.failing.store(false, SeqCst);
     drop(file);
-    block_on(store.admit(&job(99_999), &CAPS)).unwrap();
+    block_on(store.admit(&job_n(99_999), &CAPS)).unwrap();
     let v = store.verify().unwrap();
     assert!(
         v.jobs.len() > ok,

@@ -28,6 +28,8 @@ mod overlay;
 mod store;
 mod tables;
 #[cfg(test)]
+mod test_support;
+#[cfg(test)]
 mod uncertain_tests;
 mod verify;
 

@@ -7,38 +7,14 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Mutex};
 
-use rota_core::{Admission, BatchStore, CallerClass, Caps, NewJob, StoreError};
+use rota_core::{Admission, BatchStore, StoreError};
 
 use crate::RedbStore;
+use crate::test_support::{CAPS, block_on, job};
 
 const A: &str = "0000000000000000000000000000000a";
 const B: &str = "0000000000000000000000000000000b";
 const C: &str = "0000000000000000000000000000000c";
-
-const CAPS: Caps = Caps {
-    targets_per_job: 8,
-    jobs_per_caller: 10,
-    jobs_total: 100,
-    ttl_secs: 100,
-};
-
-fn job(id: &str) -> NewJob {
-    NewJob {
-        id: id.into(),
-        caller: "alice".into(),
-        class: CallerClass::Fleet,
-        idem_key: format!("key-{id}"),
-        targets: vec![("u0".into(), "{}".into())],
-        now: 10,
-    }
-}
-
-fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap()
-        .block_on(f)
-}
 
 /// What other openers of `path` get: a writer's open and a read-only one, as redb's own
 /// `Database::open` and `open_read_only` make them.

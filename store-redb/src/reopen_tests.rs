@@ -6,37 +6,13 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::SeqCst;
 
-use rota_core::{Admission, BatchStore, CallerClass, Caps, NewJob};
+use rota_core::{Admission, BatchStore};
 
 use crate::RedbStore;
+use crate::test_support::{CAPS, block_on, job};
 
 const A: &str = "0000000000000000000000000000000a";
 const B: &str = "0000000000000000000000000000000b";
-
-const CAPS: Caps = Caps {
-    targets_per_job: 8,
-    jobs_per_caller: 10,
-    jobs_total: 100,
-    ttl_secs: 100,
-};
-
-fn job(id: &str) -> NewJob {
-    NewJob {
-        id: id.into(),
-        caller: "alice".into(),
-        class: CallerClass::Fleet,
-        idem_key: format!("key-{id}"),
-        targets: vec![("u0".into(), "{}".into())],
-        now: 10,
-    }
-}
-
-fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap()
-        .block_on(f)
-}
 
 /// Two operations are refused after an I/O error. The other one opens the database again
 /// first, and fails (the disk is still full): no database is open, though the count of opens
