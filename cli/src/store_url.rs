@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 
+use rota::claims::names_a_directory;
 use rota::{BatchStore, StoreError};
 
 /// A store named on the command line: `sqlite:PATH`, `redb:PATH` or `memory`.
@@ -42,12 +43,12 @@ impl FromStr for StoreUrl {
                     "{kind}:PATH takes a file path, not a URL with //: write {kind}:{rest} for \
                      the file {rest}, or {kind}:/{rest} for /{rest}"
                 ))
-            } else if path.ends_with('/') || names_a_directory(path) {
+            } else if names_a_directory(Path::new(path)) {
                 // SQLite would make the file `x` of `x/` (and of `x/.`, whose `.` it resolves),
                 // and every later open of `x/` (a `rota status` of a job it holds) then fail as
                 // not a directory.
                 let file = path.trim_end_matches('/');
-                Err(if file.is_empty() || names_a_directory(file) {
+                Err(if file.is_empty() || names_a_directory(Path::new(file)) {
                     format!("{kind}:PATH takes a file path, and {path} names a directory")
                 } else {
                     format!(
@@ -71,13 +72,6 @@ impl FromStr for StoreUrl {
             ))
         }
     }
-}
-
-/// Whether `path` ends in `.` or `..` (`x/.`, `..`): a directory, whatever is before it.
-/// ([`Path::file_name`] alone misses `x/.`, whose components drop the `.`: its name is `x`.)
-fn names_a_directory(path: &str) -> bool {
-    let last = path.rsplit(std::path::is_separator).next().unwrap_or(path);
-    matches!(last, "." | "..") || Path::new(path).file_name().is_none()
 }
 
 impl fmt::Display for StoreUrl {

@@ -10,8 +10,17 @@
 //! module only keeps them, and does no I/O.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
+
+/// Whether `path` names a directory by its form alone, where no store file can be made: it
+/// ends with a slash, or its last part is `.` or `..` ([`Path::file_name`] alone misses `x/.`,
+/// whose components drop the `.`: its name is `x`, and SQLite would make the file `x`). Looks
+/// at the path only, not at the file system.
+pub fn names_a_directory(path: &Path) -> bool {
+    let bytes = path.as_os_str().as_encoded_bytes();
+    bytes.ends_with(b"/") || bytes.ends_with(b"/.") || path.file_name().is_none()
+}
 
 /// How a claimed file is known.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -83,6 +92,16 @@ mod tests {
 
     fn path(p: &str) -> FileKey {
         FileKey::Path(PathBuf::from(p))
+    }
+
+    #[test]
+    fn a_path_names_a_directory_by_a_trailing_slash_dot_or_dot_dot() {
+        for p in ["x/", "x//", "x/.", "x/..", ".", "..", "/", "a/b/.", "x/./"] {
+            assert!(names_a_directory(Path::new(p)), "{p}");
+        }
+        for p in ["x", "x.", ".x", "a/b", "a/..b", "a/.b", "x.db"] {
+            assert!(!names_a_directory(Path::new(p)), "{p}");
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use redb::backends::{FileBackend, InMemoryBackend};
 use redb::{Builder, Database, ReadableDatabase, ReadableTable};
-use rota_core::claims::{FileClaim, FileKey};
+use rota_core::claims::{FileClaim, FileKey, names_a_directory};
 use rota_core::{BackendError, JobRow, StoreError, TargetRow};
 
 use crate::error::{Ctx, err};
@@ -228,14 +228,6 @@ fn held_by_another(path: &Path) -> impl Fn(StoreError) -> StoreError + '_ {
         )),
         e => e,
     }
-}
-
-/// Whether `path` names a directory by its form alone: it ends with a slash, or its last part
-/// is `.` or `..` ([`Path::file_name`] alone misses `x/.`: its components drop the `.`, and its
-/// name is `x`).
-fn names_a_directory(path: &Path) -> bool {
-    let bytes = path.as_os_str().as_encoded_bytes();
-    bytes.ends_with(b"/") || bytes.ends_with(b"/.") || path.file_name().is_none()
 }
 
 /// Opens the checked file at `path` for real (redb may panic on a damaged file).

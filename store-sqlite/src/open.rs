@@ -41,7 +41,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use rota_core::StoreError;
-use rota_core::claims::{FileClaim, FileKey};
+use rota_core::claims::{FileClaim, FileKey, names_a_directory};
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
@@ -151,14 +151,6 @@ fn not_a_file(path: &Path, m: &std::fs::Metadata) -> StoreError {
         "not a regular file"
     };
     StoreError::Corrupt(format!("{}: {what}, not a rota store", path.display()))
-}
-
-/// Whether `path` names a directory by its form alone: it ends with a slash, or its last part
-/// is `.` or `..` ([`Path::file_name`] alone misses `x/.`: its components drop the `.`, and its
-/// name is `x`).
-fn names_a_directory(path: &Path) -> bool {
-    let bytes = path.as_os_str().as_encoded_bytes();
-    bytes.ends_with(b"/") || bytes.ends_with(b"/.") || path.file_name().is_none()
 }
 
 /// Reads `path`'s header without SQLite and refuses what is not a rota store of this version.
