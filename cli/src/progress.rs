@@ -38,7 +38,9 @@ pub struct Signals {
 
 impl Signals {
     /// How many fetches came back busy and were (or are to be) tried again: every busy answer
-    /// but the last of a target that gave up.
+    /// but the last of a target that gave up. Of a cancelled job, a busy answer whose target was
+    /// waiting for its retry still counts: the fetch is not told which target it fetches, and a
+    /// job may list one twice, so which busy answers were the last cannot be told apart.
     pub fn retries(&self) -> usize {
         self.busy
             .load(Ordering::Relaxed)
