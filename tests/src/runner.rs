@@ -130,6 +130,7 @@ macro_rules! runner_tests {
                 a_submit_dropped_mid_admit_still_runs_its_job,
                 cancel_of_a_job_still_being_registered_waits_and_cancels_it,
                 a_cancel_waiting_for_a_registration_that_never_comes_answers_false,
+                a_cancel_waits_for_no_more_of_a_submit_once_its_job_is_registered,
                 failed_admits_leave_no_writes_to_make_again,
                 a_submit_outside_a_runtime_whose_admit_suspends_finishes_and_runs,
                 cancel_of_a_queued_job_leaves_every_target_pending,
@@ -831,7 +832,8 @@ impl tracing::Subscriber for Silent {
 
 /// A [`BatchStore`] over a shared `Arc<dyn BatchStore>` that records every final target write
 /// the wrapped store accepted (so a fault test can check none was lost), and can hold its
-/// `set_status`, `admit` and `finish_target` calls (a store whose writes suspend), or act out
+/// `set_status`, `admit`, `start_target`, `finish_target`, `evict` and `sweep` calls (a store
+/// whose calls suspend), or act out
 /// a bug in `admit`, `touch` and `evict` ([`Shared::misbehave`]). Put it under a
 /// [`FaultyStore`] to record only the writes that got past the faults.
 pub struct Shared {
@@ -846,6 +848,7 @@ pub struct Shared {
     finish_gate: Gate,
     start_gate: Gate,
     evict_gate: Gate,
+    sweep_gate: Gate,
     /// `finish_target` calls that found no such target.
     missing: std::sync::atomic::AtomicUsize,
 }
@@ -948,6 +951,7 @@ impl Shared {
             finish_gate: Gate::default(),
             start_gate: Gate::default(),
             evict_gate: Gate::default(),
+            sweep_gate: Gate::default(),
             missing: std::sync::atomic::AtomicUsize::new(0),
         }
     }
@@ -1035,6 +1039,22 @@ impl Shared {
     /// How many `evict` calls are held now.
     pub fn evicts_held_now(&self) -> usize {
         self.evict_gate.waiting.load(Ordering::SeqCst)
+    }
+
+    /// From now on, a `sweep` call waits (suspended, before it reaches the wrapped store)
+    /// until [`release_sweep`](Self::release_sweep).
+    pub fn hold_sweep(&self) {
+        self.sweep_gate.hold();
+    }
+
+    /// Lets the held `sweep` calls (and every later one) go on.
+    pub fn release_sweep(&self) {
+        self.sweep_gate.release();
+    }
+
+    /// Waits (up to 10 s) until `n` sweep calls are held.
+    pub async fn sweeps_held(&self, n: usize) -> TestResult {
+        self.sweep_gate.held(n, "sweep").await
     }
 
     /// How many `finish_target` calls are held now.
@@ -1161,6 +1181,7 @@ impl BatchStore for Shared {
         }
     }
     async fn sweep(&self, now: i64, ttl_secs: i64) -> Result<usize, StoreError> {
+        self.sweep_gate.pass().await;
         self.inner.sweep(now, ttl_secs).await
     }
     // Written by hand, as `#[async_trait]` would expand it, to panic before the future exists.
@@ -3279,6 +3300,49 @@ pub async fn a_cancel_waiting_for_a_registration_that_never_comes_answers_false(
     );
     let again = r.submit_targets("alice", targets("a", 2)).await?;
     assert!(!again.reused, "a failed job is never reused: {again:?}");
+    r.close().await
+}
+
+/// A cancel waits for a submit only while the submit is registering its job (see
+/// [`cancel_of_a_job_still_being_registered_waits_and_cancels_it`]), not for the rest of that
+/// submit: here the submit's sweep after the created job is held, and meanwhile its job runs,
+/// ends and is let go of by the runner. A cancel of it then answers `false` in its first poll,
+/// as for any ended job, rather than waiting for that sweep.
+pub async fn a_cancel_waits_for_no_more_of_a_submit_once_its_job_is_registered(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let shared = Arc::new(Shared::new(store));
+    let r = rig(shared.clone(), Probe::new(), config()).await?;
+    shared.hold_sweep();
+    let submit = {
+        let runner = r.runner.clone();
+        tokio::spawn(async move {
+            runner
+                .submit(caller("alice"), CallerClass::Fleet, targets("a", 1))
+                .await
+        })
+    };
+    shared.sweeps_held(1).await?;
+    let id = shared.created().first().cloned().ok_or("no job created")?;
+    assert_eq!(r.terminal(&id).await?.job.status, JobStatus::Done);
+    // Reported ended and out of flight: the runner has let go of the job.
+    r.settled().await?;
+    let cancel = r.runner.cancel(&id);
+    tokio::pin!(cancel);
+    let first = poll_once(cancel.as_mut()).await;
+    shared.release_sweep();
+    assert!(
+        matches!(first, std::task::Poll::Ready(false)),
+        "a cancel of an ended job answered {first:?} while its submit's sweep was held"
+    );
+    let submitted = within("the submit", submit).await???;
+    assert_eq!(
+        submitted,
+        Submitted {
+            id: id.clone(),
+            reused: false
+        }
+    );
     r.close().await
 }
 
