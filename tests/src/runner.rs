@@ -180,6 +180,7 @@ macro_rules! runner_tests {
                 a_close_cut_short_by_its_runtimes_shutdown_lets_a_later_close_return,
                 a_close_from_inside_a_fetch_on_a_one_thread_runtime_starts_nothing_more,
                 a_panicking_clock_is_logged_and_the_system_clock_answers,
+                start_logs_how_many_leftover_live_jobs_it_failed,
                 a_panicking_hook_is_logged_at_warn_without_its_value,
                 failing_sweep_and_evict_are_logged_at_warn_and_survived,
                 evict_leaves_a_cancelled_job_until_its_target_in_flight_is_stored,
@@ -4194,6 +4195,70 @@ pub async fn start_fails_leftover_live_jobs_as_interrupted_and_frees_their_caps(
         "the new jobs run; the old ones never resume"
     );
     r.close().await
+}
+
+/// `Runner::start` tells, at info, how many jobs left live it failed as interrupted, with
+/// their count (SPEC §8), and says nothing of it when there were none: here a start on an empty
+/// store, then one on a store holding two live jobs (a queued one and a running one) and a
+/// done one.
+pub async fn start_logs_how_many_leftover_live_jobs_it_failed(
+    store: Arc<dyn BatchStore>,
+) -> TestResult {
+    let logs = LogCapture::start();
+    let told = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.contains("left live as interrupted"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let r = rig(store.clone(), Probe::new(), config()).await?;
+    r.close().await?;
+    drop(r);
+    assert_eq!(
+        told(&logs.buf.text()),
+        Vec::<String>::new(),
+        "none was left live"
+    );
+
+    let caps = Caps {
+        targets_per_job: 8,
+        jobs_per_caller: 8,
+        jobs_total: 8,
+        ttl_secs: 86_400,
+    };
+    for (n, who) in ["alice", "bob", "carol"].into_iter().enumerate() {
+        let ts = targets(who, 1);
+        let job = NewJob {
+            id: format!("{:032x}", n + 1),
+            caller: who.to_owned(),
+            class: CallerClass::Fleet,
+            idem_key: idem_key(who, &ts),
+            targets: ts
+                .iter()
+                .map(|t| (t.url.clone(), t.options.to_json()))
+                .collect(),
+            now: T0 - 10,
+        };
+        assert_eq!(store.admit(&job, &caps).await?, Admission::Created);
+    }
+    let (running, done) = (format!("{:032x}", 2), format!("{:032x}", 3));
+    assert!(store.start_target(&running, 0, T0 - 9).await?.is_some());
+    let result = TargetWrite::Done {
+        result: "{\"content\":\"x\"}".into(),
+    };
+    assert!(
+        store
+            .finish_target(&done, 0, &result, T0 - 9, Some(JobStatus::Done))
+            .await?
+    );
+    let r = rig(store, Probe::new(), config()).await?;
+    r.close().await?;
+    let lines = told(&logs.buf.text());
+    assert!(
+        lines.len() == 1 && lines[0].contains(" INFO ") && lines[0].contains("jobs=2"),
+        "the start after them tells of 2 jobs, at info: {lines:?}"
+    );
+    Ok(())
 }
 
 /// After each created job the runner sweeps with the configured TTL (SPEC §7: sweep(now,
