@@ -1818,7 +1818,7 @@ mod tests {
     }
 
     /// A retry time a century or more away is never: no deadline, which tokio would round up
-    /// past the largest `Instant`.
+    /// past the largest `Instant`. One under a century away, decades or not, is kept.
     #[test]
     fn a_retry_time_decades_away_is_never() {
         let epoch = tokio::time::Instant::now();
@@ -1826,6 +1826,8 @@ mod tests {
             retry_deadline(epoch, Duration::from_secs(5)),
             Some(epoch + Duration::from_secs(5))
         );
+        let years_99 = Duration::from_secs(99 * 365 * 24 * 3600);
+        assert_eq!(retry_deadline(epoch, years_99), Some(epoch + years_99));
         assert_eq!(retry_deadline(epoch, NEVER_AFTER), None);
         // Just representable, where tokio's rounding up of the deadline would overflow.
         let near_max = Duration::from_secs(i64::MAX as u64) - Duration::from_secs(3600 * 24 * 365);
