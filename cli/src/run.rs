@@ -710,6 +710,38 @@ mod tests {
         }
     }
 
+    /// A store is past its budget only when it holds more than the budget: one that holds
+    /// exactly that much would evict nothing, so a run that cannot show its job says no word of
+    /// a budget not applied. A store whose size cannot be read may be past it.
+    #[tokio::test]
+    async fn a_store_holding_exactly_its_budget_is_not_past_it() {
+        let memory = rota_store_memory::MemoryStore::new();
+        let job = rota::NewJob {
+            id: "j".into(),
+            caller: "c".into(),
+            class: CallerClass::Fleet,
+            idem_key: "k".into(),
+            targets: vec![("https://example.com/".into(), "{}".into())],
+            now: 1,
+        };
+        let caps = rota::Caps {
+            targets_per_job: 1,
+            jobs_per_caller: 1,
+            jobs_total: 1,
+            ttl_secs: 3600,
+        };
+        assert_eq!(
+            memory.admit(&job, &caps).await.unwrap(),
+            rota::Admission::Created
+        );
+        let total = memory.total_bytes().await.unwrap();
+        assert!(total > 0);
+        assert!(!past_budget(&memory, total).await);
+        assert!(!past_budget(&memory, total + 1).await);
+        assert!(past_budget(&memory, total - 1).await);
+        assert!(past_budget(&RowsOnly(memory), u64::MAX).await);
+    }
+
     /// A look at a job the run created reads the job's row, never its targets (each look
     /// would otherwise read every page stored so far): its counts are the runner's reports,
     /// its end the row's status, its target in flight the runner's in-flight count.
