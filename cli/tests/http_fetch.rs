@@ -295,7 +295,13 @@ async fn a_refused_connection_is_a_502_with_a_hint() {
     let (_held, addr) = common::refusing();
     let e = target_error(get(target(format!("http://{addr}/x"))).await);
     assert_eq!(e.status, 502);
-    assert!(e.msg.starts_with("could not connect"), "{}", e.msg);
+    // The cause, in the system's words (the innermost error: not reqwest's, which names the
+    // URL).
+    assert!(
+        e.msg.starts_with("could not connect: Connection refused"),
+        "{}",
+        e.msg
+    );
     assert!(!e.msg.contains("127.0.0.1"), "{}", e.msg);
     assert!(e.hint.contains("host"), "{}", e.hint);
 }
