@@ -283,3 +283,26 @@ impl Drop for Progress {
         self.finish();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The watcher's wait lasts until something is reported (its `at_most` aside): it does not
+    /// return at once, which would make the watcher spin between two looks at the store.
+    #[tokio::test]
+    async fn changed_waits_until_something_is_reported() {
+        let signals = Arc::new(Signals::default());
+        let hooks = WakeHooks(signals.clone());
+        let mut wait = std::pin::pin!(signals.changed(Duration::from_secs(3600)));
+        tokio::select! {
+            biased;
+            () = &mut wait => panic!("changed returned with nothing reported"),
+            () = std::future::ready(()) => {}
+        }
+        let before = signals.generation();
+        hooks.inflight(1);
+        assert_ne!(signals.generation(), before);
+        wait.await;
+    }
+}
