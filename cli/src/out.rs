@@ -93,6 +93,11 @@ impl Write for QuietStderr {
     }
 }
 
+/// Held by the unit tests that show a bar or take it away ([`showing`]): [`BAR`] is one for
+/// the process, and the tests run side by side.
+#[cfg(test)]
+pub(crate) static BAR_TESTS: Mutex<()> = Mutex::new(());
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,6 +156,7 @@ mod tests {
     /// none shown, they are written as they are.
     #[test]
     fn lines_and_logs_go_above_the_bar_shown() {
+        let _alone = BAR_TESTS.lock().unwrap_or_else(PoisonError::into_inner);
         let screen = Screen::default();
         let bar = ProgressBar::with_draw_target(
             Some(10),

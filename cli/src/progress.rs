@@ -305,4 +305,24 @@ mod tests {
         assert_ne!(signals.generation(), before);
         wait.await;
     }
+
+    /// Finishing the progress, or dropping it (a command that returns early), clears its bar:
+    /// none is left on the terminal, for the lines after it to go around.
+    #[test]
+    fn finishing_or_dropping_the_progress_clears_its_bar() {
+        let _alone = crate::out::BAR_TESTS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for finish in [true, false] {
+            let bar = ProgressBar::with_draw_target(Some(4), ProgressDrawTarget::hidden());
+            crate::out::showing(Some(bar.clone()));
+            let progress = Progress::Bar(bar.clone());
+            if finish {
+                progress.finish();
+                assert!(bar.is_finished(), "finish left the bar");
+            }
+            drop(progress);
+            assert!(bar.is_finished(), "finish {finish}: the bar was left");
+        }
+    }
 }
