@@ -710,22 +710,22 @@ mod tests {
         }
     }
 
-    /// A store is past its budget only when it holds more than the budget: one that holds
-    /// exactly that much would evict nothing, so a run that cannot show its job says no word of
-    /// a budget not applied. A store whose size cannot be read may be past it.
-    #[tokio::test]
-    async fn a_store_holding_exactly_its_budget_is_not_past_it() {
+    /// A memory store holding one queued job `j` of `targets` pending targets
+    /// (`https://example.com/0`, …), admitted at time 1.
+    async fn memory_with_job_j(targets: usize) -> rota_store_memory::MemoryStore {
         let memory = rota_store_memory::MemoryStore::new();
         let job = rota::NewJob {
             id: "j".into(),
             caller: "c".into(),
             class: CallerClass::Fleet,
             idem_key: "k".into(),
-            targets: vec![("https://example.com/".into(), "{}".into())],
+            targets: (0..targets)
+                .map(|i| (format!("https://example.com/{i}"), "{}".into()))
+                .collect(),
             now: 1,
         };
         let caps = rota::Caps {
-            targets_per_job: 1,
+            targets_per_job: 32,
             jobs_per_caller: 1,
             jobs_total: 1,
             ttl_secs: 3600,
@@ -734,6 +734,15 @@ mod tests {
             memory.admit(&job, &caps).await.unwrap(),
             rota::Admission::Created
         );
+        memory
+    }
+
+    /// A store is past its budget only when it holds more than the budget: one that holds
+    /// exactly that much would evict nothing, so a run that cannot show its job says no word of
+    /// a budget not applied. A store whose size cannot be read may be past it.
+    #[tokio::test]
+    async fn a_store_holding_exactly_its_budget_is_not_past_it() {
+        let memory = memory_with_job_j(1).await;
         let total = memory.total_bytes().await.unwrap();
         assert!(total > 0);
         assert!(!past_budget(&memory, total).await);
@@ -749,27 +758,7 @@ mod tests {
     async fn a_look_at_a_created_job_reads_its_row_and_no_target() {
         use rota::{Hooks, TargetWrite};
 
-        let memory = rota_store_memory::MemoryStore::new();
-        let job = rota::NewJob {
-            id: "j".into(),
-            caller: "c".into(),
-            class: CallerClass::Fleet,
-            idem_key: "k".into(),
-            targets: (0..3)
-                .map(|i| (format!("https://example.com/{i}"), "{}".into()))
-                .collect(),
-            now: 1,
-        };
-        let caps = rota::Caps {
-            targets_per_job: 32,
-            jobs_per_caller: 1,
-            jobs_total: 1,
-            ttl_secs: 3600,
-        };
-        assert_eq!(
-            memory.admit(&job, &caps).await.unwrap(),
-            rota::Admission::Created
-        );
+        let memory = memory_with_job_j(3).await;
         let page = TargetWrite::Done {
             result: r#"{"content":"a large page"}"#.into(),
         };
