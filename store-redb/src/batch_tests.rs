@@ -261,3 +261,52 @@ fn a_group_wait_beyond_the_cap_waits_no_longer_than_the_cap() {
     let second = admit_on_a_thread("b").recv_timeout(std::time::Duration::from_secs(60));
     assert!(matches!(second, Ok(Ok(Admission::Created))), "{second:?}");
 }
+
+/// An evict over the budget with only live jobs, and a sweep with nothing due, have nothing to
+/// delete: neither takes the write transaction, so neither waits for one that another thread
+/// holds (a commit's sync, with 2 workers, after every stored target).
+#[test]
+fn an_evict_or_sweep_with_nothing_to_delete_does_not_wait_for_a_write_under_way() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use crate::test_support::block_on;
+
+    let s = Arc::new(RedbStore::in_memory().unwrap());
+    assert_eq!(
+        block_on(s.admit(&new_job("a", "alice", 1), &CAPS)).unwrap(),
+        Admission::Created
+    );
+    assert!(block_on(s.total_bytes()).unwrap() > 1, "over a budget of 1");
+    // A write transaction held open by another thread until released.
+    let (entered_tx, entered) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel::<()>();
+    let (op, _slot) = Op::new(move |_t| {
+        entered_tx.send(()).unwrap();
+        release_rx.recv().unwrap();
+        Ok(Done((), false))
+    });
+    let holder = {
+        let s = s.clone();
+        std::thread::spawn(move || s.commit_batch(&mut [Queued::new(0, op)]))
+    };
+    entered.recv().unwrap();
+    let (done_tx, done) = mpsc::channel();
+    let asker = {
+        let s = s.clone();
+        std::thread::spawn(move || {
+            let evicted = block_on(s.evict(1));
+            let swept = block_on(s.sweep(2, CAPS.ttl_secs));
+            done_tx.send((evicted, swept)).unwrap();
+        })
+    };
+    // Microseconds when neither waits; never, until the release, when one does.
+    let answered = done.recv_timeout(Duration::from_secs(10));
+    release.send(()).unwrap();
+    assert!(holder.join().unwrap().iter().all(Result::is_ok));
+    asker.join().unwrap();
+    let (evicted, swept) = answered.expect("evict and sweep waited for the write under way");
+    assert_eq!(evicted.unwrap(), 0);
+    assert_eq!(swept.unwrap(), 0);
+    assert_eq!(block_on(s.live_jobs(None)).unwrap(), 1);
+}

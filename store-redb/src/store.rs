@@ -1088,6 +1088,17 @@ impl RedbStore {
         if self.tally_lock().bytes <= max_bytes {
             return Ok(0);
         }
+        // Over it with no terminal job to delete (the live jobs alone over the budget): a read,
+        // not the write lock, which would wait out another thread's commit for nothing.
+        let any = self.read(|txn| {
+            let table = txn
+                .open_table(BY_CREATED)
+                .map_err(err("open created index"))?;
+            Ok(table.first().map_err(err("evict"))?.is_some())
+        })?;
+        if !any {
+            return Ok(0);
+        }
         self.write(move |t| {
             let e = err("evict");
             let mut n = 0;
