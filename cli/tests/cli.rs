@@ -1304,6 +1304,19 @@ async fn demo_runs_two_jobs_offline_and_leaves_them_in_the_store() {
     );
 }
 
+/// The line before the fetches names how many workers take the targets, in the singular for
+/// the default one (`1 worker takes`) and the plural for `--workers 2` (`2 workers take`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_says_how_many_workers_take_the_targets() {
+    let env = Env::new();
+    let one = "\n1 worker takes the jobs' targets in turn, one at a time per job";
+    let out = demo_saying(&env, &["--store", "memory"], &[one]).await;
+    assert!(!out.contains("workers take"), "{out}");
+    let two = "\n2 workers take the jobs' targets in turn, one at a time per job";
+    let out = demo_saying(&env, &["--store", "memory", "--workers", "2"], &[two]).await;
+    assert!(!out.contains("worker takes"), "{out}");
+}
+
 /// What a terminal shows of `rota --store memory run FILE > /dev/null` (its stderr), the
 /// terminal `script`'s (util-linux), with `TERM` set to `term` (unset for `None`) and `vars`.
 /// `None` where there is no `script`: then this says so on stderr (under `CI`, it fails).
