@@ -1293,6 +1293,17 @@ async fn demo_runs_two_jobs_offline_and_leaves_them_in_the_store() {
         // Each job's first target is an article, stored with what its page says.
         let first = view.targets[0].result.as_ref().map(|r| r.content.as_str());
         assert!(first.is_some_and(|c| c.contains("Article ")), "{first:?}");
+        // Its line says how many bytes the page had: all of what was stored.
+        let shown = format!("{:<5} #0  GET /articles/", view.job.caller);
+        let line = out
+            .lines()
+            .find(|l| l.contains(&shown))
+            .unwrap_or_else(|| panic!("no {shown:?} line:\n{out}"));
+        let bytes = first.map_or(0, str::len);
+        assert!(
+            line.ends_with(&format!("→ done ({bytes} bytes)")),
+            "{line:?}, stored {bytes} bytes"
+        );
         statuses.push((view.job.caller, view.job.status));
     }
     assert_eq!(
