@@ -1252,6 +1252,9 @@ async fn demo_saying(env: &Env, args: &[&str], wants: &[&str]) -> String {
     out
 }
 
+/// The demo on a SQLite store: its lines narrate each fetch in turn (a failed page with its
+/// hint, a fetched one with its size), and both jobs are left in the store, readable with the
+/// commands it prints.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_runs_two_jobs_offline_and_leaves_them_in_the_store() {
     let env = Env::new();
@@ -1272,6 +1275,12 @@ async fn demo_runs_two_jobs_offline_and_leaves_them_in_the_store() {
     };
     assert!(pos("bob   #0") < pos("alice #1"), "{out}");
     assert!(pos("alice #0") < pos("bob   #0"), "{out}");
+    // A page that failed has its hint on the next line, under the outcome.
+    let hinted = format!(
+        "GET /missing     → failed: HTTP 404 Not Found\n{:40}hint: ",
+        ""
+    );
+    assert!(out.contains(&hinted), "{out}");
     // The busy page is busy twice, as the demo's opening lines say, then answers.
     assert_eq!(
         out.matches("alice #1  GET /busy        → busy").count(),
