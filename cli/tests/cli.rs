@@ -1324,6 +1324,45 @@ async fn demo_runs_two_jobs_offline_and_leaves_them_in_the_store() {
     );
 }
 
+/// A `--max-bytes` that holds one of the demo's jobs but not both evicts one: the demo says
+/// so of that one, says one job is stored, and offers the read-back of the other only, which
+/// works, while the evicted one is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_demo_past_max_bytes_by_one_job_offers_the_read_back_of_the_other() {
+    let env = Env::new();
+    // The jobs hold 822 bytes (alice's) and 970 (bob's) by the store's count: 1400 is more than
+    // either and less than both, with some 400 bytes to spare each way.
+    let out = demo_saying(&env, &["--max-bytes", "1400"], &["One job is stored in "]).await;
+    let submitted: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("submitted job "))
+        .filter_map(|l| l.split_once(' ').map(|(id, _)| id))
+        .collect();
+    let evicted: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("job "))
+        .filter_map(|l| l.strip_suffix(" evicted once shown: the store is past --max-bytes"))
+        .collect();
+    let offered: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("rota --store "))
+        .filter_map(|l| l.split_once(" status ").map(|(_, id)| id))
+        .collect();
+    assert_eq!(submitted.len(), 2, "{out}");
+    assert_eq!(evicted.len(), 1, "{out}");
+    assert_eq!(offered.len(), 1, "{out}");
+    assert!(!out.contains("Both jobs are stored"), "{out}");
+    let mut both = [evicted[0], offered[0]];
+    both.sort_unstable();
+    let mut want = [submitted[0], submitted[1]];
+    want.sort_unstable();
+    assert_eq!(both, want, "one of each:\n{out}");
+    let kept = env.rota(&["status", offered[0]], None).await;
+    assert_eq!(code(&kept), 0, "{}", stderr(&kept));
+    let gone = env.rota(&["status", evicted[0]], None).await;
+    assert_eq!(code(&gone), 1, "{}", stderr(&gone));
+}
+
 /// The line before the fetches names how many workers take the targets, in the singular for
 /// the default one (`1 worker takes`) and the plural for `--workers 2` (`2 workers take`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
