@@ -537,6 +537,21 @@ mod tests {
         assert!(s.job("b").await.unwrap().is_some());
     }
 
+    /// A recovery that fails no job sets no lease, so it leaves the floor sweep skips below
+    /// where it was (the one terminal job's lease here, none on an empty store): lowering it to
+    /// the recovery's `now` would send the next sweeps with nothing due to the connection.
+    #[tokio::test]
+    async fn a_recovery_that_fails_no_job_leaves_the_lease_floor_where_it_was() {
+        let s = SqliteStore::open_in_memory().unwrap();
+        s.admit(&job_of("a", 10), &CAPS).await.unwrap();
+        assert!(s.set_status("a", JobStatus::Done, "", 1_000).await.unwrap());
+        assert_eq!(s.recover("interrupted", 100).await.unwrap(), 0);
+        assert_eq!(s.published.lease_floor(), 1_000);
+        let s = SqliteStore::open_in_memory().unwrap();
+        assert_eq!(s.recover("interrupted", 100).await.unwrap(), 0);
+        assert_eq!(s.published.lease_floor(), i64::MAX);
+    }
+
     /// The `PRAGMA synchronous` of the store's connection.
     fn synchronous(s: &SqliteStore) -> i64 {
         s.db()
