@@ -310,3 +310,58 @@ fn an_evict_or_sweep_with_nothing_to_delete_does_not_wait_for_a_write_under_way(
     assert_eq!(swept.unwrap(), 0);
     assert_eq!(block_on(s.live_jobs(None)).unwrap(), 1);
 }
+
+/// A sweep whose oldest terminal lease is exactly at the cutoff (`now - ttl`) has nothing due
+/// (a job is swept only once its lease is older than that), so it takes no write transaction
+/// and does not wait for one that another thread holds: the read that decides, not the write,
+/// keeps the boundary.
+#[test]
+fn a_sweep_whose_oldest_lease_is_exactly_at_the_cutoff_does_not_wait_for_a_write_under_way() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use crate::test_support::block_on;
+
+    let s = Arc::new(RedbStore::in_memory().unwrap());
+    assert_eq!(
+        block_on(s.admit(&new_job("a", "alice", 1), &CAPS)).unwrap(),
+        Admission::Created
+    );
+    assert!(block_on(s.set_status("a", JobStatus::Done, "", 5)).unwrap());
+    // A write transaction held open by another thread until released.
+    let (entered_tx, entered) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel::<()>();
+    let (op, _slot) = Op::new(move |_t| {
+        entered_tx.send(()).unwrap();
+        release_rx.recv().unwrap();
+        Ok(Done((), false))
+    });
+    let holder = {
+        let s = s.clone();
+        std::thread::spawn(move || s.commit_batch(&mut [Queued::new(0, op)]))
+    };
+    entered.recv().unwrap();
+    let (done_tx, done) = mpsc::channel();
+    let asker = {
+        let s = s.clone();
+        // The cutoff is 5 + 100 - 100 = 5, the job's lease: not older, not due.
+        std::thread::spawn(move || {
+            done_tx
+                .send(block_on(s.sweep(5 + CAPS.ttl_secs, CAPS.ttl_secs)))
+                .unwrap()
+        })
+    };
+    // Microseconds when it does not wait; never, until the release, when it does.
+    let answered = done.recv_timeout(Duration::from_secs(10));
+    release.send(()).unwrap();
+    assert!(holder.join().unwrap().iter().all(Result::is_ok));
+    asker.join().unwrap();
+    let swept = answered.expect("the sweep waited for the write under way");
+    assert_eq!(swept.unwrap(), 0);
+    assert!(block_on(s.job("a")).unwrap().is_some(), "not swept");
+    // One second later it is due.
+    assert_eq!(
+        block_on(s.sweep(6 + CAPS.ttl_secs, CAPS.ttl_secs)).unwrap(),
+        1
+    );
+}
