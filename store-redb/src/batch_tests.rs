@@ -262,23 +262,16 @@ fn a_group_wait_beyond_the_cap_waits_no_longer_than_the_cap() {
     assert!(matches!(second, Ok(Ok(Admission::Created))), "{second:?}");
 }
 
-/// An evict over the budget with only live jobs, and a sweep with nothing due, have nothing to
-/// delete: neither takes the write transaction, so neither waits for one that another thread
-/// holds (a commit's sync, with 2 workers, after every stored target).
-#[test]
-fn an_evict_or_sweep_with_nothing_to_delete_does_not_wait_for_a_write_under_way() {
+/// Runs `ask` on `s` in a thread of its own while another thread holds a write transaction
+/// open; its answer if it came while the transaction was held (microseconds when `ask` takes
+/// none; never, until the release, when it waits for one), `None` if it waited.
+fn asked_while_a_write_is_held<T: Send + 'static>(
+    s: &Arc<RedbStore>,
+    ask: impl FnOnce(&RedbStore) -> T + Send + 'static,
+) -> Option<T> {
     use std::sync::mpsc;
     use std::time::Duration;
 
-    use crate::test_support::block_on;
-
-    let s = Arc::new(RedbStore::in_memory().unwrap());
-    assert_eq!(
-        block_on(s.admit(&new_job("a", "alice", 1), &CAPS)).unwrap(),
-        Admission::Created
-    );
-    assert!(block_on(s.total_bytes()).unwrap() > 1, "over a budget of 1");
-    // A write transaction held open by another thread until released.
     let (entered_tx, entered) = mpsc::channel();
     let (release, release_rx) = mpsc::channel::<()>();
     let (op, _slot) = Op::new(move |_t| {
@@ -294,18 +287,33 @@ fn an_evict_or_sweep_with_nothing_to_delete_does_not_wait_for_a_write_under_way(
     let (done_tx, done) = mpsc::channel();
     let asker = {
         let s = s.clone();
-        std::thread::spawn(move || {
-            let evicted = block_on(s.evict(1));
-            let swept = block_on(s.sweep(2, CAPS.ttl_secs));
-            done_tx.send((evicted, swept)).unwrap();
-        })
+        std::thread::spawn(move || done_tx.send(ask(&s)).unwrap())
     };
-    // Microseconds when neither waits; never, until the release, when one does.
+    // A limit only for a test that would otherwise hang.
     let answered = done.recv_timeout(Duration::from_secs(10));
     release.send(()).unwrap();
     assert!(holder.join().unwrap().iter().all(Result::is_ok));
     asker.join().unwrap();
-    let (evicted, swept) = answered.expect("evict and sweep waited for the write under way");
+    answered.ok()
+}
+
+/// An evict over the budget with only live jobs, and a sweep with nothing due, have nothing to
+/// delete: neither takes the write transaction, so neither waits for one that another thread
+/// holds (a commit's sync, with 2 workers, after every stored target).
+#[test]
+fn an_evict_or_sweep_with_nothing_to_delete_does_not_wait_for_a_write_under_way() {
+    use crate::test_support::block_on;
+
+    let s = Arc::new(RedbStore::in_memory().unwrap());
+    assert_eq!(
+        block_on(s.admit(&new_job("a", "alice", 1), &CAPS)).unwrap(),
+        Admission::Created
+    );
+    assert!(block_on(s.total_bytes()).unwrap() > 1, "over a budget of 1");
+    let (evicted, swept) = asked_while_a_write_is_held(&s, |s| {
+        (block_on(s.evict(1)), block_on(s.sweep(2, CAPS.ttl_secs)))
+    })
+    .expect("evict and sweep waited for the write under way");
     assert_eq!(evicted.unwrap(), 0);
     assert_eq!(swept.unwrap(), 0);
     assert_eq!(block_on(s.live_jobs(None)).unwrap(), 1);
@@ -317,9 +325,6 @@ fn an_evict_or_sweep_with_nothing_to_delete_does_not_wait_for_a_write_under_way(
 /// keeps the boundary.
 #[test]
 fn a_sweep_whose_oldest_lease_is_exactly_at_the_cutoff_does_not_wait_for_a_write_under_way() {
-    use std::sync::mpsc;
-    use std::time::Duration;
-
     use crate::test_support::block_on;
 
     let s = Arc::new(RedbStore::in_memory().unwrap());
@@ -328,35 +333,10 @@ fn a_sweep_whose_oldest_lease_is_exactly_at_the_cutoff_does_not_wait_for_a_write
         Admission::Created
     );
     assert!(block_on(s.set_status("a", JobStatus::Done, "", 5)).unwrap());
-    // A write transaction held open by another thread until released.
-    let (entered_tx, entered) = mpsc::channel();
-    let (release, release_rx) = mpsc::channel::<()>();
-    let (op, _slot) = Op::new(move |_t| {
-        entered_tx.send(()).unwrap();
-        release_rx.recv().unwrap();
-        Ok(Done((), false))
-    });
-    let holder = {
-        let s = s.clone();
-        std::thread::spawn(move || s.commit_batch(&mut [Queued::new(0, op)]))
-    };
-    entered.recv().unwrap();
-    let (done_tx, done) = mpsc::channel();
-    let asker = {
-        let s = s.clone();
-        // The cutoff is 5 + 100 - 100 = 5, the job's lease: not older, not due.
-        std::thread::spawn(move || {
-            done_tx
-                .send(block_on(s.sweep(5 + CAPS.ttl_secs, CAPS.ttl_secs)))
-                .unwrap()
-        })
-    };
-    // Microseconds when it does not wait; never, until the release, when it does.
-    let answered = done.recv_timeout(Duration::from_secs(10));
-    release.send(()).unwrap();
-    assert!(holder.join().unwrap().iter().all(Result::is_ok));
-    asker.join().unwrap();
-    let swept = answered.expect("the sweep waited for the write under way");
+    // The cutoff is 5 + 100 - 100 = 5, the job's lease: not older, not due.
+    let swept =
+        asked_while_a_write_is_held(&s, |s| block_on(s.sweep(5 + CAPS.ttl_secs, CAPS.ttl_secs)))
+            .expect("the sweep waited for the write under way");
     assert_eq!(swept.unwrap(), 0);
     assert!(block_on(s.job("a")).unwrap().is_some(), "not swept");
     // One second later it is due.
