@@ -2,7 +2,6 @@
 //! alone, and the kept counts moved only by what committed.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use rota_core::{
     Admission, BatchStore, CallerClass, Caps, JobStatus, NewJob, StoreError, TargetWrite,
@@ -202,7 +201,6 @@ fn verify_agrees_with_the_counts_while_another_thread_writes() {
         ..CAPS
     };
     let done = TargetWrite::Done { result: "r".into() };
-    let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
         let writer = scope.spawn(|| {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -219,11 +217,11 @@ fn verify_agrees_with_the_counts_while_another_thread_writes() {
                     }
                 }
             });
-            stop.store(true, Ordering::SeqCst);
         });
-        // Every verify while the writer commits reads rows and counts of one moment.
+        // Every verify while the writer commits reads rows and counts of one moment. (Until
+        // the writer's thread ends, done or panicked: the join then tells which.)
         let mut checks = 0;
-        while !stop.load(Ordering::SeqCst) {
+        while !writer.is_finished() {
             if let Err(e) = s.verify() {
                 panic!("verify during writes, after {checks} good checks: {e}");
             }
