@@ -86,17 +86,17 @@ impl Default for RedbOptions {
 
 /// A [`BatchStore`] in a redb database: a single file owned by one process, or memory.
 ///
-/// Every operation that writes runs whole inside one redb write transaction: admit (reuse
-/// check, caps and insert) is one, so concurrent admits are serialized by redb's single writer
-/// and never exceed a cap. A sweep with nothing due, and an evict under the budget or with no
-/// terminal job to delete, take no write transaction (a read at most), so they never wait for
-/// another thread's commit. The layout is in the `tables` module: a job's row and its targets' rows side by side,
-/// in a table of the live jobs' rows or one of the terminal jobs' rows (a job moves from the
-/// first to the second when it ends), job ids by (caller, idem key), the terminal jobs by lease
-/// (for sweep) and by `created_at` (for evict), and a meta table with the magic and the schema
-/// version, all kept in step in the same transactions. The counts admit and evict consult
-/// (total bytes, live jobs in all and per caller) are counted when the store opens and kept in
-/// memory, moved after each commit.
+/// Every operation that writes runs whole inside one redb write transaction: admit (reuse check,
+/// caps and insert) is one, so concurrent admits are serialized by redb's single writer and never
+/// exceed a cap. A sweep with nothing due, and an evict under the budget or with no terminal job to
+/// delete, take no write transaction (a read at most), so they never wait for another thread's
+/// commit. The layout is in the `tables` module: a job's row and its targets' rows side by side, in
+/// a table of the live jobs' rows or one of the terminal jobs' rows (a job moves from the first to
+/// the second when it ends), job ids by (caller, idem key), the terminal jobs by lease (for sweep)
+/// and by `created_at` (for evict), and a meta table with the magic and the schema version, all
+/// kept in step in the same transactions. The counts admit and evict consult (total bytes, live
+/// jobs in all and per caller) are counted when the store opens and kept in memory, moved after
+/// each commit.
 ///
 /// # Group commit
 ///
