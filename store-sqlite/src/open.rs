@@ -616,6 +616,29 @@ mod tests {
         }
     }
 
+    /// A file not made yet is claimed by its canonical directory and its name, so that two
+    /// spellings of it (here: through a link to its directory) are one claim while an open
+    /// makes it: the second is refused before it touches the file, whose descriptor, closed,
+    /// would drop the first open's locks. (Once made, the file is claimed by its canonical path
+    /// and its inode too.)
+    #[test]
+    fn a_file_not_made_yet_is_claimed_by_its_canonical_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let held = Claim::take(&real.join("new.db")).unwrap();
+        let err = Claim::take(&link.join("new.db")).unwrap_err();
+        assert!(
+            matches!(&err, StoreError::InUse(m) if m.contains("already open")),
+            "{err:?}"
+        );
+        assert!(!real.join("new.db").exists());
+        drop(held);
+        drop(Claim::take(&link.join("new.db")).unwrap());
+    }
+
     /// Two opens of one file at the same moment (as two processes would make them: no claim
     /// between them, SQLite's locks only): one of them, at least, opens it. Without the
     /// attempts again, both were refused as in use in some rounds: each took the shared lock
