@@ -554,6 +554,50 @@ async fn through_a_link_the_journal_and_log_are_looked_for_where_it_leads() {
     );
 }
 
+/// A store whose write-ahead log holds a commit that dropped every table and cleared one of
+/// its marks (the header on disk still shows both) is refused for that mark, and left as it
+/// was, log included: a file with no tables is new only if it has neither mark.
+#[tokio::test]
+async fn a_store_whose_log_clears_a_mark_and_every_table_is_refused_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    for mark in ["application_id", "user_version"] {
+        // The file and log copied while the program that emptied the store had it open.
+        let (other, here) = (dir.path().join("other"), dir.path().join(mark));
+        fs::create_dir_all(&other).unwrap();
+        fs::create_dir(&here).unwrap();
+        let live = other.join(format!("{mark}.db"));
+        make_store(&live).await;
+        let conn = rusqlite::Connection::open(&live).unwrap();
+        conn.execute_batch(&format!(
+            "PRAGMA locking_mode = EXCLUSIVE; PRAGMA journal_mode = WAL; \
+             DROP TABLE targets; DROP TABLE jobs; PRAGMA {mark} = 0;"
+        ))
+        .unwrap();
+        let path = here.join("rota.db");
+        fs::copy(&live, &path).unwrap();
+        fs::copy(
+            other.join(format!("{mark}.db-wal")),
+            here.join("rota.db-wal"),
+        )
+        .unwrap();
+        drop(conn);
+        let head = fs::read(&path).unwrap();
+        assert_eq!(head[68..72], APPLICATION_ID.to_be_bytes(), "{mark}");
+        assert_eq!(head[60..64], SCHEMA_VERSION.to_be_bytes(), "{mark}");
+        let err = refused(&path);
+        match mark {
+            "application_id" => assert!(
+                matches!(&err, StoreError::Corrupt(m) if m.contains("no rota application id")),
+                "{mark}: {err:?}"
+            ),
+            _ => assert!(
+                matches!(&err, StoreError::Version { found, .. } if found == "0"),
+                "{mark}: {err:?}"
+            ),
+        }
+    }
+}
+
 /// The refusal of a SQLite file with rota's marks and what `ddl` makes.
 fn refused_marked(path: &Path, ddl: &str) -> StoreError {
     foreign_db(
