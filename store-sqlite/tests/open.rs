@@ -879,6 +879,47 @@ async fn a_read_only_store_its_log_or_its_directory_is_named_as_such() {
     );
 }
 
+/// A new store named by its file name alone, in a working directory this process may not
+/// write, is refused naming that directory as `.`, not by an empty name. (The test binary is
+/// run again as a child with that working directory, so that this process's stays as it is.)
+#[test]
+fn a_new_store_by_a_bare_name_in_a_read_only_working_directory_names_it_dot() {
+    // The child: opens the bare name it is given and says how that went.
+    if let Ok(name) = std::env::var("ROTA_SQLITE_BARE") {
+        match SqliteStore::open(&name) {
+            Ok(_) => println!("\nrota-bare: opened"),
+            Err(e) => println!("\nrota-bare: {e}"),
+        }
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(out) = while_read_only(dir.path(), || {
+        Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "a_new_store_by_a_bare_name_in_a_read_only_working_directory_names_it_dot",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("ROTA_SQLITE_BARE", "new.sqlite3")
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    }) else {
+        return;
+    };
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("new.sqlite3: it does not exist, and its directory . is not writable ("),
+        "{said}"
+    );
+    assert_eq!(
+        fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "a file was made"
+    );
+}
+
 /// `SqliteStore`'s `Debug` "shows no rows (they hold URLs) and no path": neither the file's
 /// path (here in a directory of a telling name) nor a stored URL, caller or key, whether the
 /// store is a file or in memory; only whether it is in memory.
