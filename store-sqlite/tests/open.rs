@@ -679,6 +679,30 @@ fn a_new_store_in_a_missing_directory_says_so() {
     assert!(!missing.exists());
 }
 
+/// A store SQLite cannot open for a reason other than this process's rights (here a path
+/// longer than SQLite takes, 512 bytes, in a directory of a name so long that no longer name can
+/// be made in it) fails with SQLite's error alone: it is not said to be unwritable, nor its
+/// directory, which the look tried and could not make a file in only for the name's length.
+#[test]
+fn a_store_sqlite_cannot_open_for_another_reason_is_not_called_unwritable() {
+    let top = tempfile::tempdir().unwrap();
+    // 4070 bytes: `x.db` in it is a name Linux takes (under 4096), the look's file is not.
+    let mut dir = top.path().to_path_buf();
+    while dir.as_os_str().len() + 251 <= 4068 {
+        dir.push("d".repeat(250));
+    }
+    dir.push("d".repeat(4070 - dir.as_os_str().len() - 1));
+    assert_eq!(dir.as_os_str().len(), 4070);
+    fs::create_dir_all(&dir).unwrap();
+    let err = SqliteStore::open(dir.join("x.db"))
+        .map(drop)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unable to open database file"), "{err}");
+    assert!(!err.contains("not writable"), "{err}");
+    assert_eq!(fs::read_dir(&dir).unwrap().count(), 0, "a file was made");
+}
+
 #[test]
 fn a_directory_is_refused() {
     let dir = tempfile::tempdir().unwrap();
