@@ -475,6 +475,39 @@ fn a_rota_meta_table_without_a_schema_version_is_refused_saying_so() {
     assert!(!shown.contains("secret"), "{shown}");
 }
 
+/// A schema version is shown only if it reads as one: at most 16 bytes, each a letter, a digit,
+/// `.`, `-` or `_`. A short value with any other byte is no version (refused as corrupt, and
+/// not shown), as is one of 17 such bytes; one of those bytes, 16 at most, is another schema
+/// version, named in the refusal.
+#[test]
+fn only_a_value_that_reads_as_a_version_is_taken_for_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    for bad in ["x/y", "2 3", "4?", &"7".repeat(17)] {
+        write_meta(&path, b"rota-store-redb", bad.as_bytes());
+        let err = assert_refused_unchanged(&path, is_corrupt);
+        let shown = err.to_string();
+        assert!(
+            shown.contains("no valid schema version"),
+            "{bad:?}: {shown}"
+        );
+        assert!(!shown.contains(bad), "{bad:?}: {shown}");
+        fs::remove_file(&path).unwrap();
+    }
+    for found in ["1.0-rc_2", "A.b-C_d", &"7".repeat(16)] {
+        write_meta(&path, b"rota-store-redb", found.as_bytes());
+        let err = assert_refused_unchanged(&path, |e| matches!(e, StoreError::Version { .. }));
+        assert_eq!(
+            err,
+            StoreError::Version {
+                found: found.into(),
+                expected: "3".into()
+            }
+        );
+        fs::remove_file(&path).unwrap();
+    }
+}
+
 #[test]
 fn a_meta_table_without_rotas_magic_is_refused_unchanged() {
     let dir = tempfile::tempdir().unwrap();
