@@ -11,6 +11,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use files::{assert_made_where_it_leads, link_to_nothing, while_read_only};
+use rota_core::claims::{FileClaim, FileKey};
 use rota_core::{Admission, BatchStore, CallerClass, Caps, NewJob, StoreError, TargetWrite};
 use rota_store_redb::{Durability, RedbOptions, RedbStore};
 
@@ -362,6 +363,70 @@ fn a_store_open_under_one_name_is_refused_under_a_link_to_it() {
         drop(owner);
     }
     RedbStore::open(&soft).unwrap();
+}
+
+/// A file claimed in this process is claimed by its inode too, whatever name it is reached by
+/// (`RedbStore::open`: a second open "in this one, by a store of either kind", fails `InUse`
+/// "before the file is read"): a store file claimed by its inode alone, as a store of another
+/// kind open on it under another name claims it, is refused under its own name by `open`,
+/// `read_job` and `upgrade`, unchanged, and opens once the claim is dropped.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_file_claimed_in_this_process_by_its_inode_is_refused_under_any_name() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    make_store(&path).await;
+    let m = fs::metadata(&path).unwrap();
+    let key = FileKey::Inode {
+        dev: m.dev(),
+        ino: m.ino(),
+    };
+    let claim = FileClaim::take(vec![key]).unwrap();
+    let before = fs::read(&path).unwrap();
+    let in_this_process =
+        |e: &StoreError| matches!(e, StoreError::InUse(m) if m.contains("in this process"));
+    let open = RedbStore::open(&path).map(drop).unwrap_err();
+    assert!(in_this_process(&open), "{open:?}");
+    let read = RedbStore::read_job(&path, &id(1)).unwrap_err();
+    assert!(in_this_process(&read), "{read:?}");
+    let upgrade = RedbStore::upgrade(&path).unwrap_err();
+    assert!(in_this_process(&upgrade), "{upgrade:?}");
+    assert_eq!(
+        fs::read(&path).unwrap(),
+        before,
+        "the claimed file was changed"
+    );
+    drop(claim);
+    let s = RedbStore::open(&path).unwrap();
+    assert_eq!(s.job(&id(1)).await.unwrap().unwrap().targets_done, 1);
+}
+
+/// A file not made yet is claimed by its canonical directory and its name (`FileKey::Path`):
+/// while another opener in this process claims it so (a store being made there), an open of it
+/// by another spelling, through a symbolic link to its directory, is refused `InUse` and makes
+/// nothing; once the claim is dropped, it makes the store.
+#[cfg(unix)]
+#[test]
+fn a_file_not_made_yet_is_claimed_by_its_canonical_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real");
+    fs::create_dir(&real).unwrap();
+    let via = dir.path().join("via");
+    std::os::unix::fs::symlink("real", &via).unwrap();
+    let made = real.canonicalize().unwrap().join("rota.redb");
+    let claim = FileClaim::take(vec![FileKey::Path(made.clone())]).unwrap();
+    let err = RedbStore::open(via.join("rota.redb"))
+        .map(drop)
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::InUse(m) if m.contains("in this process")),
+        "{err:?}"
+    );
+    assert_eq!(fs::read_dir(&real).unwrap().count(), 0, "a file was made");
+    drop(claim);
+    drop(RedbStore::open(via.join("rota.redb")).unwrap());
+    assert!(made.is_file());
 }
 
 #[test]
