@@ -144,6 +144,26 @@ async fn read_job_reads_the_file_without_changing_it() {
     ));
 }
 
+/// `read_job` of a file that another process has open (here redb itself, whose locks belong to
+/// its own file description, as another process's would) is refused `InUse`, its look through
+/// the copy-on-write view locked out as redb's own open is, not read beside that writer; once
+/// the other lets it go, it reads the job.
+#[tokio::test]
+async fn read_job_is_refused_while_another_opener_holds_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    make_store(&path).await;
+    let other = redb::Database::builder().open(&path).unwrap();
+    let err = RedbStore::read_job(&path, &id(1)).unwrap_err();
+    assert!(
+        matches!(&err, StoreError::InUse(m) if m.contains("already open")),
+        "{err:?}"
+    );
+    drop(other);
+    let (job, targets) = RedbStore::read_job(&path, &id(1)).unwrap().unwrap();
+    assert_eq!((job.targets_done, targets.len()), (1, 2));
+}
+
 /// A store that cannot be made or looked at for a reason of the path (a missing directory, a
 /// file where a directory should be) names the file after the system's words, which do not.
 #[test]
