@@ -649,6 +649,55 @@ mod tests {
         assert!(!tmp.exists());
     }
 
+    /// A creator whose link fails (no hard links) and that cannot make the empty file either
+    /// (here its directory is gone) fails with the link's error, its store left for the caller
+    /// to remove: it does not take a store that is nowhere for placed.
+    #[cfg(unix)]
+    #[test]
+    fn without_hard_links_a_store_that_cannot_be_placed_fails_with_the_links_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tmp, path) = (
+            dir.path().join("new"),
+            dir.path().join("gone").join("s.redb"),
+        );
+        fs::write(&tmp, b"new store").unwrap();
+        let err = place(&tmp, &path, no_links).unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Backend { context, .. }
+                if context == "link new store file into place"),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("ermission denied"), "{err}");
+        assert_eq!(fs::read(&tmp).unwrap(), b"new store");
+        assert!(!path.exists());
+    }
+
+    /// A chain of symbolic links is followed to the first path that is no link, whether nothing
+    /// is there or, should the chain's end be made meanwhile (another creator's store), a file:
+    /// the store is then made, and found, there, not refused for a link that cannot be read.
+    #[cfg(unix)]
+    #[test]
+    fn a_chain_of_links_is_followed_to_its_end_even_where_a_file_now_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let (first, second) = (dir.path().join("first"), dir.path().join("second"));
+        std::os::unix::fs::symlink("second", &first).unwrap();
+        std::os::unix::fs::symlink("s.redb", &second).unwrap();
+        let end = dir.path().join("s.redb");
+        assert_eq!(link_target(&first).unwrap(), end);
+        fs::write(&end, b"made meanwhile").unwrap();
+        assert_eq!(link_target(&first).unwrap(), end);
+        assert_eq!(link_target(&second).unwrap(), end);
+    }
+
+    /// The directory of a bare file name is `.` (an empty path names no directory, which could
+    /// be neither synced after a new store's link nor named in a refusal to make one there).
+    #[test]
+    fn the_directory_of_a_bare_file_name_is_the_current_one() {
+        assert_eq!(dir_of(Path::new("s.redb")), Path::new("."));
+        assert_eq!(dir_of(Path::new("d/s.redb")), Path::new("d"));
+        assert_eq!(dir_of(Path::new("/s.redb")), Path::new("/"));
+    }
+
     #[cfg(unix)]
     #[test]
     fn without_hard_links_a_creator_that_loses_the_race_keeps_the_winners_file() {
