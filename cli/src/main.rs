@@ -1,5 +1,6 @@
 //! `rota`: the command-line program of the rota batch job runner.
 
+use std::backtrace::{Backtrace, BacktraceStatus};
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
@@ -66,17 +67,19 @@ fn panic_note(info: &std::panic::PanicHookInfo<'_>) -> String {
     format!("rota: a panic{at} (its message is not shown: it may name a URL)")
 }
 
+/// What the panic hook prints on stderr: [`panic_note`], followed by `trace` when it was
+/// captured (when RUST_BACKTRACE asks for one, as the default hook gives it): function names
+/// and source lines only.
+fn panic_report(info: &std::panic::PanicHookInfo<'_>, trace: &Backtrace) -> String {
+    match trace.status() {
+        BacktraceStatus::Captured => format!("{}\n{trace}", panic_note(info)),
+        _ => panic_note(info),
+    }
+}
+
 fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
-        // A backtrace, as the default hook gives one, when RUST_BACKTRACE asks: function names
-        // and source lines only.
-        let trace = std::backtrace::Backtrace::capture();
-        match trace.status() {
-            std::backtrace::BacktraceStatus::Captured => {
-                rota_cli::out::err(&format!("{}\n{trace}", panic_note(info)));
-            }
-            _ => rota_cli::out::err(&panic_note(info)),
-        }
+        rota_cli::out::err(&panic_report(info, &Backtrace::capture()));
     }));
     let cli = match rota_cli::cli::Cli::from_env_and_args() {
         Ok(cli) => cli,
@@ -138,10 +141,14 @@ mod tests {
 
     use super::*;
 
+    /// Held by a test while it sets the panic hook, which is the whole process's.
+    static HOOK: Mutex<()> = Mutex::new(());
+
     /// A panic's note names where it happened and not what its message says.
     #[test]
     fn a_panics_note_leaves_its_message_out() {
         static NOTE: Mutex<Option<String>> = Mutex::new(None);
+        let _hook = HOOK.lock().unwrap_or_else(|e| e.into_inner());
         let before = std::panic::take_hook();
         std::panic::set_hook(Box::new(|info| {
             if let Ok(mut note) = NOTE.lock() {
@@ -160,6 +167,37 @@ mod tests {
                 file!()
             ))
         );
+    }
+
+    /// The hook prints the panic's note, with the backtrace below it when one was captured
+    /// (RUST_BACKTRACE asked for it), and the note alone when none was.
+    #[test]
+    fn a_panics_report_has_the_backtrace_only_when_one_was_captured() {
+        type Seen = (String, String, String, String);
+        static SEEN: Mutex<Option<Seen>> = Mutex::new(None);
+        let _hook = HOOK.lock().unwrap_or_else(|e| e.into_inner());
+        let before = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|info| {
+            let trace = Backtrace::force_capture();
+            let seen = (
+                panic_note(info),
+                trace.to_string(),
+                panic_report(info, &trace),
+                panic_report(info, &Backtrace::disabled()),
+            );
+            if let Ok(mut s) = SEEN.lock() {
+                *s = Some(seen);
+            }
+        }));
+        let r = std::panic::catch_unwind(|| panic!("fetching https://secret.example/x"));
+        std::panic::set_hook(before);
+        assert!(r.is_err());
+        let Some((note, trace, with, without)) = SEEN.lock().ok().and_then(|mut s| s.take()) else {
+            panic!("the hook saw no panic");
+        };
+        assert!(!trace.is_empty());
+        assert_eq!(with, format!("{note}\n{trace}"));
+        assert_eq!(without, note);
     }
 
     /// What a subscriber with [`quieted`]`(env)` as its one layer's filter writes while
