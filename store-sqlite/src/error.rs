@@ -99,6 +99,26 @@ mod tests {
         );
     }
 
+    /// A "short plain word" is at most 16 bytes of ASCII letters, digits, `_` and `-` (a
+    /// misspelt `not_done` or `re-run` is shown); any other text only by its length, counted
+    /// in characters, not bytes.
+    #[test]
+    fn a_plain_word_is_16_letters_digits_underscores_or_hyphens_at_most() {
+        let shown = |found: &str| BadName::new("target state", found).to_string();
+        assert_eq!(
+            shown("abcdefghijklmnop"),
+            r#"unknown target state "abcdefghijklmnop""#
+        );
+        assert_eq!(shown("not_done"), r#"unknown target state "not_done""#);
+        assert_eq!(shown("re-run"), r#"unknown target state "re-run""#);
+        assert_eq!(shown("a b"), "unknown target state: a text of 3 characters");
+        // Five characters, six bytes.
+        assert_eq!(
+            shown("d\u{f6}nes"),
+            "unknown target state: a text of 5 characters"
+        );
+    }
+
     #[test]
     fn sqlites_codes_map_to_what_the_caller_can_act_on() {
         use rusqlite::ffi;
