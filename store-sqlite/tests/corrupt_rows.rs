@@ -249,3 +249,44 @@ async fn a_store_damaged_in_one_job_rows_count_or_caller_still_opens() {
     }
     assert!(refused.is_empty(), "refused to open: {refused:#?}");
 }
+
+/// A terminal job's lease another program wrote as a real number (here 50.5, the oldest) is
+/// taken, rounded down, into the lease floor read at open (a sweep whose cutoff is at or below
+/// the floor skips the connection), not counted as no lease: a sweep right after the open still
+/// deletes job 2 (lease 102), and passes over the damaged job 1, whose lease reads as no integer.
+#[tokio::test]
+async fn a_lease_damaged_to_a_real_number_keeps_no_other_job_from_its_sweep() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rota.sqlite3");
+    let store = two_jobs_the_first_damaged(&path, "lease = 50.5").await;
+    assert!(store.job(ID).await.is_err(), "job 1 reads as corrupt");
+    assert_eq!(store.sweep(10_000, 10).await.unwrap(), 1, "job 2 only");
+    assert_eq!(store.job(TWO).await.unwrap(), None, "job 2 swept");
+    let got = store.job(ID).await;
+    assert!(
+        matches!(got, Err(rota_core::StoreError::Corrupt(_))),
+        "the damaged job 1 must be left as it is: {got:?}"
+    );
+}
+
+/// A target row whose idx itself does not read (text where the number was) is given its place
+/// among the job's rows, which come in idx order (a text after every number), as its idx: the
+/// third of three here, not the first.
+#[tokio::test]
+async fn a_target_row_whose_idx_is_damaged_is_read_as_corrupt_at_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rota.sqlite3");
+    store_job(&path).await;
+    damage(&path, "UPDATE targets SET idx = 'x' WHERE idx = 2");
+    let store = SqliteStore::open(&path).unwrap();
+    let targets = store.targets(ID).await.unwrap();
+    let idxs: Vec<usize> = targets.iter().map(|t| t.idx).collect();
+    assert_eq!(idxs, [0, 1, 2]);
+    assert_eq!(targets[1].status, TargetState::Done);
+    assert_eq!(targets[2].status, TargetState::Failed);
+    assert!(
+        targets[2].error.starts_with("corrupt stored target row: "),
+        "{}",
+        targets[2].error
+    );
+}
