@@ -45,18 +45,26 @@ pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
 type Call<T> = Box<dyn FnOnce(&SqliteStore) -> T + Send>;
 
 /// Runs each call on a thread of its own while this thread holds the connection, queueing
-/// them in order (each thread is started once the previous one's write is queued), then lets
-/// go: the first thread to take the connection leads them all as one batch. The results, in
-/// order.
+/// them in order (each thread is started once the previous one's write is queued, or once
+/// that thread ended without queuing one), then lets go: the first thread to take the
+/// connection leads them all as one batch. The results, in order.
 fn batched<T: Send + 'static>(s: &Arc<SqliteStore>, calls: Vec<Call<T>>) -> Vec<T> {
     let held = s.db();
-    let mut threads = Vec::new();
-    for (i, call) in calls.into_iter().enumerate() {
+    let mut threads: Vec<thread::JoinHandle<T>> = Vec::new();
+    let mut queued = 0;
+    for call in calls {
         let s2 = s.clone();
         threads.push(thread::spawn(move || call(&s2)));
-        while s.queue.waiting() < i + 1 {
+        // A call that ends without queuing a write (it panicked first, an assertion of the
+        // test's own, say) is not waited for: the join below gives its panic, and the test
+        // fails rather than waiting for ever.
+        while s.queue.waiting() < queued + 1 {
+            if threads.last().is_some_and(|t| t.is_finished()) {
+                break;
+            }
             thread::sleep(Duration::from_micros(50));
         }
+        queued = s.queue.waiting();
     }
     drop(held);
     threads.into_iter().map(|t| t.join().unwrap()).collect()
