@@ -980,6 +980,32 @@ async fn debug_shows_counts_but_no_caller_or_url() {
     assert!(!shown.contains("example.com"), "{shown}");
 }
 
+/// The store's `Debug` "shows the settings and counts": the durability and `sync_every` it
+/// was opened with, and its total bytes as `total_bytes` reports them, each under its own
+/// name (a store of one live job whose bytes are more than one, so that neither count can
+/// pass for the other).
+#[tokio::test]
+async fn debug_shows_the_settings_it_was_opened_with_and_the_total_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = RedbOptions {
+        durability: Durability::None,
+        sync_every: 7,
+        ..RedbOptions::default()
+    };
+    let s = RedbStore::open_with(store_path(&dir), opts).unwrap();
+    assert_eq!(
+        s.admit(&new_job(&id(1), 2), &caps()).await.unwrap(),
+        Admission::Created
+    );
+    let bytes = s.total_bytes().await.unwrap();
+    assert!(bytes > 1, "{bytes}");
+    let shown = format!("{s:?}");
+    assert!(shown.contains("durability: None"), "{shown}");
+    assert!(shown.contains("sync_every: 7"), "{shown}");
+    assert!(shown.contains("live_jobs: 1,"), "{shown}");
+    assert!(shown.contains(&format!("total_bytes: {bytes}")), "{shown}");
+}
+
 /// `RedbOptions::group_wait` is "ignored with `Durability::None`, whose commits do not wait
 /// for the disk", and `RedbStore::group_wait` is "as taken from `RedbOptions::group_wait`
 /// (zero with `Durability::None`)": a no-sync file store and an in-memory store never wait
