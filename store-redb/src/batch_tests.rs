@@ -343,3 +343,51 @@ fn a_sweep_whose_oldest_lease_is_exactly_at_the_cutoff_does_not_wait_for_a_write
         1
     );
 }
+
+/// `live_jobs` and `total_bytes` wait out a commit in progress: a commit holds `published`
+/// from its commit to its counts' update, and neither answers while it is held, so what they
+/// report agrees with every row a read has seen (never the counts from before a commit whose
+/// job a read already returned). Each answers, with the counts, once it is let go.
+#[test]
+fn live_jobs_and_total_bytes_wait_out_a_commit_between_its_rows_and_its_counts() {
+    use crate::test_support::block_on;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let s = Arc::new(RedbStore::in_memory().unwrap());
+    assert_eq!(
+        block_on(s.admit(&new_job("a", "alice", 1), &CAPS)).unwrap(),
+        Admission::Created
+    );
+    let bytes = block_on(s.total_bytes()).unwrap();
+    type Ask = fn(&RedbStore) -> u64;
+    let asks: [(&str, Ask, u64); 3] = [
+        (
+            "live_jobs(None)",
+            |s| block_on(s.live_jobs(None)).unwrap() as u64,
+            1,
+        ),
+        (
+            "live_jobs(alice)",
+            |s| block_on(s.live_jobs(Some("alice"))).unwrap() as u64,
+            1,
+        ),
+        ("total_bytes", |s| block_on(s.total_bytes()).unwrap(), bytes),
+    ];
+    for (what, ask, want) in asks {
+        let published = s.published();
+        let (tx, rx) = mpsc::channel();
+        let asker = {
+            let s = s.clone();
+            std::thread::spawn(move || tx.send(ask(&s)).unwrap())
+        };
+        // Never answered while held: the wait only gives a wrong answer time to arrive.
+        let early = rx.recv_timeout(Duration::from_millis(300));
+        assert!(early.is_err(), "{what} answered during a commit: {early:?}");
+        drop(published);
+        // A limit only for a test that would otherwise hang.
+        let answer = rx.recv_timeout(Duration::from_secs(10));
+        assert_eq!(answer, Ok(want), "{what}");
+        asker.join().unwrap();
+    }
+}
